@@ -1,0 +1,21 @@
+//! leasequake: a fault-injection harness that proves, on real infrastructure, that a Redis-leased
+//! job never lets a stale node write after a newer owner.
+//!
+//! ```text
+//! local_redis  a real redis-server process on a free loopback port (for the demo)
+//! demo         workers contending for one tenant's lease against a local Redis
+//! ```
+//!
+//! The environment (containers), nodes, faults, history, checker and runner arrive with their
+//! issues; see ARCHITECTURE.md for the map.
+
+pub mod demo;
+pub mod local_redis;
+
+// The harness is the production build of the node: it must never link a flawed lease. Cargo
+// unifies features across a build, so one `redis-lease/flaws` on any dependency line would leak
+// the flaws in here; this stops such a build.
+const _: () = assert!(
+    !redis_lease::FLAWS_COMPILED,
+    "redis-lease was compiled with `flaws`: only the self-test binary may enable that feature"
+);

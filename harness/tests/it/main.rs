@@ -1,0 +1,3 @@
+//! Integration tests of the `leasequake` binary and library.
+
+mod demo;

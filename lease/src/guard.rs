@@ -1,0 +1,405 @@
+//! `LeaseGuard`: one held acquisition. Owns the renewal task, the sticky loss token and the
+//! checkpoints (`ensure_owned`). The decisions come from `ownership`; the Redis calls from
+//! `script`. This file only wires them to time, tasks and cancellation.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::clock::{Clock, Spawn};
+use crate::config::{LeaseConfig, WAIT_SLACK};
+use crate::error::LeaseError;
+use crate::flaw::{self, Flaw};
+use crate::ownership::{CheckOutcome, Loss, LossReason, Ownership, RenewOutcome};
+use crate::script::{LeaseKeys, RedisOps};
+use crate::token::OwnerToken;
+
+/// Counters of one acquisition. Ownership-loss cancellations are kept apart from other failures.
+#[derive(Debug, Default)]
+struct Counters {
+    checks_passed: AtomicU64,
+    loss_cancellations: AtomicU64,
+    renewals: AtomicU64,
+    renewal_failures: AtomicU64,
+    other_failures: AtomicU64,
+}
+
+/// A snapshot of a guard's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GuardCounters {
+    /// Checkpoints that confirmed ownership.
+    pub checks_passed: u64,
+    /// Checkpoints refused because ownership was lost (the first detection included).
+    pub loss_cancellations: u64,
+    /// Renewals that extended the lease.
+    pub renewals: u64,
+    /// Renewals that did not (each one ends the lease, unless a flaw ignores it).
+    pub renewal_failures: u64,
+    /// Failures that say nothing about ownership (a release that Redis did not answer, say).
+    pub other_failures: u64,
+}
+
+/// What `release` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// Our key was deleted.
+    Deleted,
+    /// The key was no longer ours (expired, or a successor's), so it was left alone.
+    NotOwner,
+    /// An earlier `release` already succeeded; nothing was sent.
+    AlreadyReleased,
+}
+
+pub(crate) struct Shared {
+    pub tenant: String,
+    pub keys: LeaseKeys,
+    pub token: OwnerToken,
+    pub fence: u64,
+    pub config: LeaseConfig,
+    pub clock: Arc<dyn Clock>,
+    state: Mutex<Ownership>,
+    /// Cancelled, for good, by the first loss. Checked on the first line of every checkpoint.
+    lost: CancellationToken,
+    /// Cancelled by `release` or drop: stops the renewal task.
+    stop: CancellationToken,
+    released: AtomicBool,
+    counters: Counters,
+}
+
+impl Shared {
+    pub fn new(
+        tenant: String,
+        keys: LeaseKeys,
+        token: OwnerToken,
+        fence: u64,
+        config: LeaseConfig,
+        clock: Arc<dyn Clock>,
+        ownership: Ownership,
+    ) -> Self {
+        Self {
+            tenant,
+            keys,
+            token,
+            fence,
+            config,
+            clock,
+            state: Mutex::new(ownership),
+            lost: CancellationToken::new(),
+            stop: CancellationToken::new(),
+            released: AtomicBool::new(false),
+            counters: Counters::default(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, Ownership> {
+        // Never held across an await; a panic while held cannot leave it half-updated, since every
+        // update is a single assignment.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn flaw(&self, f: Flaw) -> bool {
+        flaw::is(self.config.flaw, f)
+    }
+
+    /// Records the first loss (later ones are ignored) and cancels the sticky token.
+    fn lose(&self, reason: LossReason, checkpoint: Option<&str>) -> Loss {
+        let mut state = self.state();
+        if state.lose(reason, checkpoint, self.clock.now()) {
+            self.lost.cancel();
+            if let Some(loss) = state.loss() {
+                warn!(tenant = %self.tenant, token = %self.token, fence = self.fence,
+                      checkpoint = loss.checkpoint.as_deref().unwrap_or("-"),
+                      reason = loss.reason.kind(), after_ms = loss.after.as_millis() as u64,
+                      "lease ownership lost");
+            }
+        }
+        state.loss().cloned().unwrap_or_else(unreachable_loss)
+    }
+
+    fn loss(&self) -> Option<Loss> {
+        self.state().loss().cloned()
+    }
+
+    fn lost_error(&self, loss: Loss) -> LeaseError {
+        self.counters.loss_cancellations.fetch_add(1, Ordering::Relaxed);
+        LeaseError::Lost { tenant: self.tenant.clone(), loss }
+    }
+}
+
+/// `lose` just recorded a loss or found one; this only satisfies the type checker.
+fn unreachable_loss() -> Loss {
+    Loss { reason: LossReason::Expired, checkpoint: None, after: Duration::ZERO }
+}
+
+/// Runs `fut` for at most `budget` on `clock`; `None` if it did not finish.
+pub(crate) async fn timed<T>(
+    clock: &dyn Clock,
+    budget: Duration,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    let deadline = clock.now() + budget;
+    tokio::select! {
+        // Cancel-safety: dropping either branch drops a Redis request future; the connection
+        // stays usable, and the caller treats the outcome as unknown.
+        out = fut => Some(out),
+        () = clock.sleep_until(deadline) => None,
+    }
+}
+
+/// One held acquisition of a tenant's lease. Dropping it stops renewal but sends nothing; call
+/// [`LeaseGuard::release`] to free the lease for others at once.
+#[must_use = "dropping the guard stops renewal; release it explicitly"]
+pub struct LeaseGuard<C> {
+    shared: Arc<Shared>,
+    ops: RedisOps<C>,
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseGuard<C> {
+    pub(crate) fn start(shared: Shared, ops: RedisOps<C>, spawner: &dyn Spawn) -> Self {
+        let shared = Arc::new(shared);
+        info!(tenant = %shared.tenant, token = %shared.token, fence = shared.fence, "lease acquired");
+        spawner.spawn(Box::pin(renewal(shared.clone(), ops.clone())));
+        Self { shared, ops }
+    }
+
+    /// The tenant.
+    #[must_use]
+    pub fn tenant(&self) -> &str {
+        &self.shared.tenant
+    }
+    /// This acquisition's owner token.
+    #[must_use]
+    pub fn token(&self) -> &OwnerToken {
+        &self.shared.token
+    }
+    /// The fence the acquire script issued (strictly greater than every earlier owner's, as long
+    /// as Redis kept the counter).
+    #[must_use]
+    pub fn fence(&self) -> u64 {
+        self.shared.fence
+    }
+    /// Until when the lease is locally valid without hearing from Redis again.
+    #[must_use]
+    pub fn valid_until(&self) -> Instant {
+        self.shared.state().deadline()
+    }
+    /// The sticky loss record, once ownership is lost.
+    #[must_use]
+    pub fn loss(&self) -> Option<Loss> {
+        self.shared.loss()
+    }
+    /// The counters so far.
+    #[must_use]
+    pub fn counters(&self) -> GuardCounters {
+        let c = &self.shared.counters;
+        GuardCounters {
+            checks_passed: c.checks_passed.load(Ordering::Relaxed),
+            loss_cancellations: c.loss_cancellations.load(Ordering::Relaxed),
+            renewals: c.renewals.load(Ordering::Relaxed),
+            renewal_failures: c.renewal_failures.load(Ordering::Relaxed),
+            other_failures: c.other_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A token cancelled when ownership is lost, for wiring into the caller's own cancellation.
+    #[must_use]
+    pub fn lost_token(&self) -> CancellationToken {
+        self.shared.lost.clone()
+    }
+
+    /// Completes when ownership is lost, with the loss. Also fires when the local validity runs out
+    /// while the renewal task is stalled. Cancel-safe: use it in `select!`.
+    pub async fn lost(&self) -> Loss {
+        // Bounded: each turn either returns or waits for a deadline that a renewal moved.
+        loop {
+            let deadline = self.shared.state().deadline();
+            tokio::select! {
+                biased;
+                () = self.shared.lost.cancelled() => {
+                    if let Some(loss) = self.shared.loss() {
+                        return loss;
+                    }
+                }
+                () = self.shared.clock.sleep_until(deadline) => {
+                    let expired = self.shared.state().check_deadline(self.shared.clock.now());
+                    if let Some(reason) = expired.filter(|_| !self.shared.flaw(Flaw::RenewalErrorsIgnored)) {
+                        return self.shared.lose(reason, None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A checkpoint: succeeds only while we provably own the lease.
+    ///
+    /// The first line checks the sticky loss token: once lost, this fails at once without touching
+    /// Redis, forever. Otherwise it checks the local validity, then reads the key and compares the
+    /// owner token, within what is left of the validity. Any failure marks the loss.
+    pub async fn ensure_owned(&self, checkpoint: &str) -> Result<(), LeaseError> {
+        let s = &self.shared;
+        let non_sticky = s.flaw(Flaw::NonStickyLoss);
+        if s.lost.is_cancelled() && !non_sticky {
+            if let Some(loss) = s.loss() {
+                return Err(s.lost_error(loss));
+            }
+        }
+        let now = s.clock.now();
+        let (deadline, expired) = {
+            let state = s.state();
+            (state.deadline(), state.check_deadline(now))
+        };
+        if let Some(reason) = expired.filter(|_| !non_sticky && !s.flaw(Flaw::RenewalErrorsIgnored)) {
+            return Err(s.lost_error(s.lose(reason, Some(checkpoint))));
+        }
+        let budget = if non_sticky {
+            s.config.command_timeout
+        } else {
+            deadline.saturating_duration_since(now).min(s.config.command_timeout)
+        };
+        let outcome = match timed(s.clock.as_ref(), budget, self.ops.owner(&s.keys)).await {
+            Some(Ok(Some(v))) if v == s.token.as_str() => CheckOutcome::Ours,
+            Some(Ok(Some(_))) => CheckOutcome::Other,
+            Some(Ok(None)) => CheckOutcome::Missing,
+            Some(Err(e)) => CheckOutcome::Failed(e.to_string()),
+            None => CheckOutcome::Failed(format!("no answer within {} ms", budget.as_millis())),
+        };
+        if non_sticky && outcome == CheckOutcome::Ours {
+            // The flaw: Redis shows our token again, so the node writes again.
+            s.counters.checks_passed.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let mut decision = s.state().on_check(outcome, s.clock.now());
+        if s.flaw(Flaw::RenewalErrorsIgnored) && decision == Some(LossReason::Expired) {
+            decision = None;
+        }
+        match decision {
+            Some(reason) => Err(s.lost_error(s.lose(reason, Some(checkpoint)))),
+            // The renewal task may have lost the lease while we were reading.
+            None if s.lost.is_cancelled() && !non_sticky => {
+                Err(s.lost_error(s.loss().unwrap_or_else(unreachable_loss)))
+            }
+            None => {
+                s.counters.checks_passed.fetch_add(1, Ordering::Relaxed);
+                debug!(tenant = %s.tenant, fence = s.fence, checkpoint, "ownership confirmed");
+                Ok(())
+            }
+        }
+    }
+
+    /// Stops renewal and deletes the key if, and only if, it still holds our token. Idempotent:
+    /// after one success, later calls send nothing. Ownership counts as lost (`Released`) from here.
+    pub async fn release(&self) -> Result<Released, LeaseError> {
+        let s = &self.shared;
+        s.stop.cancel();
+        if s.released.load(Ordering::Acquire) {
+            return Ok(Released::AlreadyReleased);
+        }
+        s.lose(LossReason::Released, None);
+        let started = s.clock.now();
+        let budget = s.config.command_timeout;
+        let result = match timed(s.clock.as_ref(), budget, self.ops.release(&s.keys, &s.token)).await {
+            Some(Ok(true)) => Ok(Released::Deleted),
+            Some(Ok(false)) => Ok(Released::NotOwner),
+            Some(Err(e)) => Err(LeaseError::from_redis("release", s.clock.now() - started, e)),
+            None => Err(LeaseError::Indeterminate {
+                op: "release",
+                elapsed: budget,
+                detail: format!("no answer within {} ms", budget.as_millis()),
+            }),
+        };
+        match &result {
+            Ok(outcome) => {
+                s.released.store(true, Ordering::Release);
+                info!(tenant = %s.tenant, fence = s.fence, outcome = ?outcome, "lease released");
+            }
+            Err(e) => {
+                s.counters.other_failures.fetch_add(1, Ordering::Relaxed);
+                warn!(tenant = %s.tenant, fence = s.fence, error = %e, "lease release failed; the key expires by its ttl");
+            }
+        }
+        result
+    }
+}
+
+impl<C> Drop for LeaseGuard<C> {
+    fn drop(&mut self) {
+        // Stop renewing; the key then expires by its ttl. No Redis I/O in Drop.
+        self.shared.stop.cancel();
+    }
+}
+
+/// The renewal task: every interval, a compare-owner-then-PEXPIRE, until stopped or lost.
+async fn renewal<C: ConnectionLike + Clone + Send + Sync + 'static>(s: Arc<Shared>, ops: RedisOps<C>) {
+    let ttl_ms = s.config.ttl.as_millis() as u64;
+    let ignore = s.flaw(Flaw::RenewalErrorsIgnored);
+    // Bounded by the lease: each turn either renews (and waits an interval) or ends the task.
+    loop {
+        let due = s.state().renewal_due();
+        tokio::select! {
+            biased;
+            () = s.stop.cancelled() => return,
+            () = s.lost.cancelled() => return,
+            () = s.clock.sleep_until(due) => {}
+        }
+        let sent_at = s.clock.now();
+        let (deadline, expired) = {
+            let state = s.state();
+            (state.deadline(), state.check_deadline(sent_at))
+        };
+        if let Some(reason) = expired.filter(|_| !ignore) {
+            s.counters.renewal_failures.fetch_add(1, Ordering::Relaxed);
+            s.lose(reason, None);
+            return;
+        }
+        let budget = if ignore {
+            s.config.command_timeout
+        } else {
+            deadline.saturating_duration_since(sent_at).min(s.config.command_timeout)
+        };
+        let mut outcome = match timed(s.clock.as_ref(), budget, ops.renew(&s.keys, &s.token, ttl_ms)).await {
+            Some(Ok(true)) => RenewOutcome::Extended,
+            Some(Ok(false)) => RenewOutcome::NotOwner,
+            Some(Err(e)) => RenewOutcome::Failed(e.to_string()),
+            None => RenewOutcome::Failed(format!("no answer within {} ms", budget.as_millis())),
+        };
+        if s.stop.is_cancelled() {
+            return; // released while the renewal was in flight: its answer no longer matters
+        }
+        let mut shortfall = None;
+        if let (RenewOutcome::Extended, Some(guard)) = (&outcome, s.config.replication) {
+            let wait_ms = guard.timeout.as_millis() as u64;
+            match timed(s.clock.as_ref(), guard.timeout + WAIT_SLACK, ops.wait_replicas(guard.replicas, wait_ms)).await
+            {
+                Some(Ok(acked)) if acked >= u64::from(guard.replicas) => {}
+                Some(Ok(acked)) => shortfall = Some(LossReason::ReplicationShortfall { acked, wanted: guard.replicas }),
+                Some(Err(e)) => outcome = RenewOutcome::Failed(format!("WAIT failed: {e}")),
+                None => outcome = RenewOutcome::Failed("WAIT did not answer".into()),
+            }
+        }
+        if matches!(outcome, RenewOutcome::Failed(_)) && s.flaw(Flaw::RenewalStopsAfterReconnect) {
+            // The flaw: the watchdog dies quietly with the connection and never marks the loss.
+            warn!(tenant = %s.tenant, fence = s.fence, "renewal stopped after a connection error");
+            return;
+        }
+        let decision = match shortfall {
+            Some(reason) if !ignore => Some(reason),
+            _ => s.state().on_renewal(sent_at, outcome, s.clock.now(), ignore),
+        };
+        match decision {
+            None => {
+                s.counters.renewals.fetch_add(1, Ordering::Relaxed);
+                debug!(tenant = %s.tenant, fence = s.fence, "lease renewed");
+            }
+            Some(reason) => {
+                s.counters.renewal_failures.fetch_add(1, Ordering::Relaxed);
+                s.lose(reason, None);
+                return;
+            }
+        }
+    }
+}
