@@ -1,0 +1,36 @@
+//! A TCP fault proxy that speaks Toxiproxy 2.12's HTTP API, and an async client for that API.
+//!
+//! ```text
+//! api     the HTTP API: routes, JSON bodies, status codes, error shapes
+//! proxy   proxies and their collection: listen, stop (port really freed), update, toxics
+//! link    one proxied connection: two pumps applying the current toxics to every chunk
+//! toxic   the toxics: parsing, JSON, attributes
+//! client  the harness's async client: every status checked, every call timed out
+//! error   ApiError (the API's answers)
+//! ```
+//!
+//! The real Toxiproxy cannot be installed on machines without a registry; this stands in for it.
+//! The client uses only what the real one offers, so the harness works against either.
+
+pub mod api;
+pub mod client;
+pub mod error;
+mod link;
+pub mod proxy;
+pub mod toxic;
+
+pub use client::{Client, ClientError, ProxyInfo, ToxicSpec};
+pub use error::ApiError;
+pub use proxy::Collection;
+pub use toxic::Stream;
+
+/// Starts a server on `listener` in the background of the current runtime; cancel `cancel` to
+/// stop it (every proxy is stopped too). Returns the task to await.
+pub fn spawn_server(
+    listener: tokio::net::TcpListener,
+    seed: u64,
+    cancel: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let collection = std::sync::Arc::new(Collection::new(seed));
+    tokio::spawn(api::serve(listener, collection, cancel))
+}

@@ -1,0 +1,232 @@
+//! One proxied connection: two pumps (upstream, downstream) that read chunks and apply the
+//! proxy's current toxics to them. Toxics are read from a `watch` channel on every chunk and on
+//! every change, so they apply to connections already open. Takes no lock shared with the API.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::{sleep, sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::toxic::{ms, Effect, Stream, Toxic};
+
+/// The toxics of a proxy, shared with its links.
+pub type Toxics = watch::Receiver<Arc<Vec<Toxic>>>;
+
+const CHUNK: usize = 32 * 1024;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How a pump ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Its source closed; it closed its destination's write side.
+    Eof,
+    /// The connection must close now (killed, limit reached, timeout toxic).
+    Close,
+    /// The connection must be reset (reset_peer).
+    Reset,
+}
+
+/// Serves one accepted client until either side closes, a toxic ends it, or `kill` fires.
+pub async fn serve(client: TcpStream, upstream: String, toxics: Toxics, kill: CancellationToken, seed: u64) {
+    let connect = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&upstream));
+    let server = tokio::select! {
+        () = kill.cancelled() => return,
+        r = connect => match r {
+            Ok(Ok(s)) => s,
+            // Toxiproxy closes the client when the upstream cannot be reached.
+            _ => { debug!(upstream, "unable to open connection to upstream"); return; }
+        },
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (cr, cw) = client.into_split();
+    let (sr, sw) = server.into_split();
+    let local = kill.child_token();
+    let up = Pump::new(Stream::Upstream, toxics.clone(), local.clone(), seed);
+    let down = Pump::new(Stream::Downstream, toxics, local.clone(), seed.rotate_left(17) ^ 0x9e37_79b9);
+    let ((cr, sw, e1), (sr, cw, e2)) = tokio::join!(up.run(cr, sw), down.run(sr, cw));
+    let reset = e1 == End::Reset || e2 == End::Reset;
+    if let (Ok(client), Ok(server)) = (cr.reunite(cw), sr.reunite(sw)) {
+        if reset {
+            // SO_LINGER 0: closing sends RST, which the peers see as "connection reset".
+            #[allow(deprecated)]
+            {
+                let _ = client.set_linger(Some(Duration::ZERO));
+                let _ = server.set_linger(Some(Duration::ZERO));
+            }
+        }
+        drop((client, server));
+    }
+}
+
+struct Pump {
+    stream: Stream,
+    toxics: Toxics,
+    kill: CancellationToken,
+    rng: StdRng,
+    /// Per toxic name: whether it applies to this connection (toxicity, rolled once), when this
+    /// connection first saw it, and bytes passed under it (limit_data).
+    seen: BTreeMap<String, (bool, Instant, u64)>,
+}
+
+impl Pump {
+    fn new(stream: Stream, toxics: Toxics, kill: CancellationToken, seed: u64) -> Self {
+        use rand::SeedableRng;
+        Self { stream, toxics, kill, rng: StdRng::seed_from_u64(seed), seen: BTreeMap::new() }
+    }
+
+    /// The toxics that apply to this direction of this connection now, in order.
+    fn active(&mut self) -> Vec<(Toxic, Instant)> {
+        let current = self.toxics.borrow_and_update().clone();
+        self.seen.retain(|name, _| current.iter().any(|t| &t.name == name));
+        let mut out = Vec::new();
+        for t in current.iter().filter(|t| t.stream == self.stream) {
+            let rng = &mut self.rng;
+            let (on, since, _) = *self
+                .seen
+                .entry(t.name.clone())
+                .or_insert_with(|| (t.toxicity >= 1.0 || rng.random::<f32>() < t.toxicity, Instant::now(), 0));
+            if on {
+                out.push((t.clone(), since));
+            }
+        }
+        out
+    }
+
+    async fn run(mut self, mut src: OwnedReadHalf, mut dst: OwnedWriteHalf) -> (OwnedReadHalf, OwnedWriteHalf, End) {
+        let mut buf = vec![0u8; CHUNK];
+        // Bounded by the connection: every turn reads, or ends on a close, reset or kill.
+        let end = loop {
+            let active = self.active();
+            let reset_at = active.iter().find_map(|(t, since)| match t.effect {
+                Effect::ResetPeer { timeout } => Some(*since + ms(timeout)),
+                _ => None,
+            });
+            let blackhole = active.iter().find_map(|(t, since)| match t.effect {
+                Effect::Timeout { timeout } => Some((timeout > 0).then(|| *since + ms(timeout))),
+                _ => None,
+            });
+            let close_at = blackhole.flatten();
+            // A deadline already reached wins over data that is ready (tokio's timer would only
+            // fire it on its next tick).
+            let now = Instant::now();
+            if reset_at.is_some_and(|t| t <= now) {
+                break End::Reset;
+            }
+            if close_at.is_some_and(|t| t <= now) {
+                break End::Close;
+            }
+            let far = Instant::now() + Duration::from_secs(86_400);
+            tokio::select! {
+                biased;
+                () = self.kill.cancelled() => break End::Close,
+                () = sleep_until(reset_at.unwrap_or(far)), if reset_at.is_some() => break End::Reset,
+                () = sleep_until(close_at.unwrap_or(far)), if close_at.is_some() => break End::Close,
+                changed = self.toxics.changed() => if changed.is_err() { break End::Close },
+                read = src.read(&mut buf) => {
+                    let n = match read { Ok(0) | Err(_) => {
+                        let delay = active.iter().find_map(|(t, _)| match t.effect { Effect::SlowClose { delay } => Some(delay), _ => None });
+                        if let Some(d) = delay { self.wait(ms(d)).await; }
+                        let _ = dst.shutdown().await;
+                        break End::Eof;
+                    } Ok(n) => n };
+                    if blackhole.is_some() {
+                        continue; // the timeout toxic drops data
+                    }
+                    let received = Instant::now();
+                    match self.forward(&active, &buf[..n], received, &mut dst).await {
+                        Ok(()) => {}
+                        Err(end) => break end,
+                    }
+                }
+            }
+        };
+        self.kill.cancel();
+        (src, dst, end)
+    }
+
+    /// Sleeps unless killed; returns whether it slept the whole time.
+    async fn wait(&self, d: Duration) -> bool {
+        if d.is_zero() {
+            return true;
+        }
+        tokio::select! { () = self.kill.cancelled() => false, () = sleep(d) => true }
+    }
+
+    async fn forward(
+        &mut self,
+        active: &[(Toxic, Instant)],
+        data: &[u8],
+        received: Instant,
+        dst: &mut OwnedWriteHalf,
+    ) -> Result<(), End> {
+        let mut data = data;
+        let mut close_after = false;
+        for (t, _) in active {
+            match t.effect {
+                Effect::LimitData { bytes } => {
+                    let entry = self.seen.get_mut(&t.name).map(|e| &mut e.2);
+                    let passed = entry.map_or(0, |p| *p);
+                    let left = bytes.saturating_sub(passed) as usize;
+                    if data.len() >= left {
+                        data = &data[..left];
+                        close_after = true;
+                    }
+                    if let Some(e) = self.seen.get_mut(&t.name) {
+                        e.2 += data.len() as u64;
+                    }
+                }
+                Effect::Latency { latency, jitter } => {
+                    let j = if jitter > 0 { self.rng.random_range(0..=2 * jitter) as i64 - jitter as i64 } else { 0 };
+                    let delay = ms(latency.saturating_add_signed(j));
+                    let wait = (received + delay).saturating_duration_since(Instant::now());
+                    if !self.wait(wait).await {
+                        return Err(End::Close);
+                    }
+                }
+                Effect::Bandwidth { rate } if rate > 0 => {
+                    let d = Duration::from_micros(data.len() as u64 * 1000 / rate);
+                    if !self.wait(d).await {
+                        return Err(End::Close);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let slicer = active.iter().find_map(|(t, _)| match t.effect {
+            Effect::Slicer { average_size, size_variation, delay } if average_size > 0 => {
+                Some((average_size, size_variation, delay))
+            }
+            _ => None,
+        });
+        match slicer {
+            None => dst.write_all(data).await.map_err(|_| End::Close)?,
+            Some((avg, var, delay)) => {
+                while !data.is_empty() {
+                    let v = if var > 0 { self.rng.random_range(0..=2 * var) as i64 - var as i64 } else { 0 };
+                    let size = (avg as i64 + v).max(1) as usize;
+                    let (now, rest) = data.split_at(size.min(data.len()));
+                    dst.write_all(now).await.map_err(|_| End::Close)?;
+                    data = rest;
+                    if !data.is_empty() && !self.wait(Duration::from_micros(delay)).await {
+                        return Err(End::Close);
+                    }
+                }
+            }
+        }
+        if close_after {
+            Err(End::Close)
+        } else {
+            Ok(())
+        }
+    }
+}

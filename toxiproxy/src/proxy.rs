@@ -1,0 +1,339 @@
+//! Proxies and their collection: create, start (bind), stop (close the listener and every open
+//! connection, and wait until the port is free), update, toxics. The API serializes changes through
+//! one async mutex; open connections never take it (they watch their proxy's toxics).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::error::ApiError;
+use crate::link;
+use crate::toxic::Toxic;
+
+/// How long stopping a proxy waits for its connections to close.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+struct Running {
+    cancel: CancellationToken,
+    accept: JoinHandle<()>,
+    links: TaskTracker,
+}
+
+/// One proxy: a listener forwarding to an upstream, with toxics.
+pub struct Proxy {
+    name: String,
+    listen: String,
+    upstream: String,
+    toxics: watch::Sender<Arc<Vec<Toxic>>>,
+    running: Option<Running>,
+}
+
+/// What a create or update asks for.
+#[derive(Debug, Clone)]
+pub struct ProxySpec {
+    /// Unique name.
+    pub name: String,
+    /// Address to listen on (`host:port`; port 0 picks one).
+    pub listen: String,
+    /// Address to forward to.
+    pub upstream: String,
+    /// Whether to listen at all.
+    pub enabled: bool,
+}
+
+impl Proxy {
+    fn new(spec: &ProxySpec) -> Self {
+        Self {
+            name: spec.name.clone(),
+            listen: spec.listen.clone(),
+            upstream: spec.upstream.clone(),
+            toxics: watch::Sender::new(Arc::new(Vec::new())),
+            running: None,
+        }
+    }
+
+    /// The JSON Toxiproxy shows for a proxy.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "name": self.name,
+            "listen": self.listen,
+            "upstream": self.upstream,
+            "enabled": self.running.is_some(),
+            "toxics": self.toxics_json(),
+        })
+    }
+
+    /// The toxics as JSON, in order.
+    #[must_use]
+    pub fn toxics_json(&self) -> Value {
+        Value::Array(self.toxics.borrow().iter().map(Toxic::to_json).collect())
+    }
+
+    async fn start(&mut self, seeds: &Arc<AtomicU64>) -> Result<(), ApiError> {
+        if self.running.is_some() {
+            return Ok(());
+        }
+        let addr = normalize_listen(&self.listen);
+        let listener = TcpListener::bind(&addr)
+            .await
+            .map_err(|e| ApiError::Listen { addr: self.listen.clone(), reason: e.to_string() })?;
+        if let Ok(bound) = listener.local_addr() {
+            self.listen = bound.to_string();
+        }
+        let cancel = CancellationToken::new();
+        let links = TaskTracker::new();
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            self.upstream.clone(),
+            self.toxics.subscribe(),
+            cancel.clone(),
+            links.clone(),
+            seeds.clone(),
+        ));
+        info!(name = %self.name, listen = %self.listen, upstream = %self.upstream, "started proxy");
+        self.running = Some(Running { cancel, accept, links });
+        Ok(())
+    }
+
+    async fn stop(&mut self) {
+        let Some(run) = self.running.take() else { return };
+        run.cancel.cancel();
+        // Awaiting the accept task drops the listener: the port is free when this returns.
+        let _ = run.accept.await;
+        run.links.close();
+        if tokio::time::timeout(STOP_GRACE, run.links.wait()).await.is_err() {
+            warn!(name = %self.name, "connections did not close within the grace period");
+        }
+        info!(name = %self.name, "terminated proxy");
+    }
+}
+
+/// Go's `:port` listens on every interface; tokio needs a host.
+fn normalize_listen(listen: &str) -> String {
+    match listen {
+        "" => "0.0.0.0:0".to_owned(),
+        l if l.starts_with(':') => format!("0.0.0.0{l}"),
+        l => l.to_owned(),
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    upstream: String,
+    toxics: link::Toxics,
+    cancel: CancellationToken,
+    links: TaskTracker,
+    seeds: Arc<AtomicU64>,
+) {
+    // Bounded by the proxy's life: ends when the proxy stops.
+    loop {
+        let accepted = tokio::select! {
+            () = cancel.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((client, _)) => {
+                let seed = seeds.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+                links.spawn(link::serve(client, upstream.clone(), toxics.clone(), cancel.child_token(), seed));
+            }
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// Every proxy, by name.
+pub struct Collection {
+    proxies: tokio::sync::Mutex<BTreeMap<String, Proxy>>,
+    seeds: Arc<AtomicU64>,
+}
+
+impl Collection {
+    /// An empty collection; `seed` drives toxicity rolls and jitter.
+    #[must_use]
+    pub fn new(seed: u64) -> Self {
+        Self { proxies: tokio::sync::Mutex::new(BTreeMap::new()), seeds: Arc::new(AtomicU64::new(seed)) }
+    }
+
+    /// Every proxy as `{name: proxy}`.
+    pub async fn index(&self) -> Value {
+        let proxies = self.proxies.lock().await;
+        Value::Object(proxies.iter().map(|(n, p)| (n.clone(), p.to_json())).collect())
+    }
+
+    /// Creates and (if enabled) starts a proxy.
+    pub async fn create(&self, spec: ProxySpec) -> Result<Value, ApiError> {
+        validate(&spec)?;
+        let mut proxies = self.proxies.lock().await;
+        if proxies.contains_key(&spec.name) {
+            return Err(ApiError::ProxyAlreadyExists);
+        }
+        let mut proxy = Proxy::new(&spec);
+        if spec.enabled {
+            proxy.start(&self.seeds).await?;
+        }
+        let json = proxy.to_json();
+        proxies.insert(spec.name, proxy);
+        Ok(json)
+    }
+
+    /// Creates or updates each proxy in order; stops at the first error, returning what was done.
+    pub async fn populate(&self, specs: Vec<ProxySpec>) -> (Vec<Value>, Option<ApiError>) {
+        let mut done = Vec::new();
+        for spec in specs {
+            let exists = self.proxies.lock().await.contains_key(&spec.name);
+            let result = if exists {
+                self.update(
+                    &spec.name.clone(),
+                    Some(spec.listen.clone()),
+                    Some(spec.upstream.clone()),
+                    Some(spec.enabled),
+                )
+                .await
+            } else {
+                self.create(spec).await
+            };
+            match result {
+                Ok(json) => done.push(json),
+                Err(e) => return (done, Some(e)),
+            }
+        }
+        (done, None)
+    }
+
+    /// One proxy.
+    pub async fn show(&self, name: &str) -> Result<Value, ApiError> {
+        self.proxies.lock().await.get(name).map(Proxy::to_json).ok_or(ApiError::ProxyNotFound)
+    }
+
+    /// Partial update. A changed listen or upstream restarts the proxy, closing its connections.
+    pub async fn update(
+        &self,
+        name: &str,
+        listen: Option<String>,
+        upstream: Option<String>,
+        enabled: Option<bool>,
+    ) -> Result<Value, ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        let proxy = proxies.get_mut(name).ok_or(ApiError::ProxyNotFound)?;
+        let was_enabled = proxy.running.is_some();
+        let listen = listen.filter(|l| !l.is_empty());
+        let upstream = upstream.filter(|u| !u.is_empty());
+        let moved = listen.as_ref().is_some_and(|l| *l != proxy.listen)
+            || upstream.as_ref().is_some_and(|u| *u != proxy.upstream);
+        if moved {
+            proxy.stop().await;
+            if let Some(l) = listen {
+                proxy.listen = l;
+            }
+            if let Some(u) = upstream {
+                proxy.upstream = u;
+            }
+        }
+        match enabled.unwrap_or(was_enabled) {
+            true => proxy.start(&self.seeds).await?,
+            false => proxy.stop().await,
+        }
+        Ok(proxy.to_json())
+    }
+
+    /// Stops and removes a proxy.
+    pub async fn delete(&self, name: &str) -> Result<(), ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        let mut proxy = proxies.remove(name).ok_or(ApiError::ProxyNotFound)?;
+        proxy.stop().await;
+        Ok(())
+    }
+
+    /// Re-enables every proxy and removes every toxic.
+    pub async fn reset(&self) -> Result<(), ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        for proxy in proxies.values_mut() {
+            proxy.toxics.send_replace(Arc::new(Vec::new()));
+            proxy.start(&self.seeds).await?;
+        }
+        Ok(())
+    }
+
+    /// The toxics of a proxy.
+    pub async fn toxics(&self, proxy: &str) -> Result<Value, ApiError> {
+        self.proxies.lock().await.get(proxy).map(Proxy::toxics_json).ok_or(ApiError::ProxyNotFound)
+    }
+
+    /// Adds a toxic; it applies to open connections at once.
+    pub async fn add_toxic(&self, proxy: &str, body: &[u8]) -> Result<Value, ApiError> {
+        let proxies = self.proxies.lock().await;
+        let p = proxies.get(proxy).ok_or(ApiError::ProxyNotFound)?;
+        let toxic = Toxic::from_json(body)?;
+        if p.toxics.borrow().iter().any(|t| t.name == toxic.name) {
+            return Err(ApiError::ToxicAlreadyExists);
+        }
+        let json = toxic.to_json();
+        p.toxics.send_modify(|list| Arc::make_mut(list).push(toxic));
+        Ok(json)
+    }
+
+    /// One toxic.
+    pub async fn toxic(&self, proxy: &str, toxic: &str) -> Result<Value, ApiError> {
+        let proxies = self.proxies.lock().await;
+        let p = proxies.get(proxy).ok_or(ApiError::ProxyNotFound)?;
+        let list = p.toxics.borrow();
+        list.iter().find(|t| t.name == toxic).map(Toxic::to_json).ok_or(ApiError::ToxicNotFound)
+    }
+
+    /// Updates a toxic's toxicity and attributes.
+    pub async fn update_toxic(&self, proxy: &str, toxic: &str, body: &[u8]) -> Result<Value, ApiError> {
+        let proxies = self.proxies.lock().await;
+        let p = proxies.get(proxy).ok_or(ApiError::ProxyNotFound)?;
+        let current = p.toxics.borrow().iter().find(|t| t.name == toxic).cloned().ok_or(ApiError::ToxicNotFound)?;
+        let next = current.update_from_json(body)?;
+        let json = next.to_json();
+        p.toxics.send_modify(|list| {
+            if let Some(slot) = Arc::make_mut(list).iter_mut().find(|t| t.name == toxic) {
+                *slot = next;
+            }
+        });
+        Ok(json)
+    }
+
+    /// Removes a toxic; open connections stop suffering it at once.
+    pub async fn remove_toxic(&self, proxy: &str, toxic: &str) -> Result<(), ApiError> {
+        let proxies = self.proxies.lock().await;
+        let p = proxies.get(proxy).ok_or(ApiError::ProxyNotFound)?;
+        if !p.toxics.borrow().iter().any(|t| t.name == toxic) {
+            return Err(ApiError::ToxicNotFound);
+        }
+        p.toxics.send_modify(|list| Arc::make_mut(list).retain(|t| t.name != toxic));
+        Ok(())
+    }
+
+    /// Stops every proxy (server shutdown).
+    pub async fn shutdown(&self) {
+        let mut proxies = self.proxies.lock().await;
+        for proxy in proxies.values_mut() {
+            proxy.stop().await;
+        }
+    }
+}
+
+fn validate(spec: &ProxySpec) -> Result<(), ApiError> {
+    if spec.name.is_empty() {
+        return Err(ApiError::MissingField("name"));
+    }
+    if spec.upstream.is_empty() {
+        return Err(ApiError::MissingField("upstream"));
+    }
+    Ok(())
+}

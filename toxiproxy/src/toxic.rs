@@ -1,0 +1,216 @@
+//! Toxics: what each one is, how it is parsed and shown (Toxiproxy 2.12's JSON), and what it does
+//! to one chunk of one direction of one connection. The pumping itself is in `link`.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+
+/// Which way the data flows: `upstream` is client to server, `downstream` server to client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    /// Client to upstream server.
+    Upstream,
+    /// Upstream server to client.
+    Downstream,
+}
+
+impl Stream {
+    fn parse(s: &str) -> Result<Self, ApiError> {
+        match s {
+            "upstream" => Ok(Stream::Upstream),
+            "downstream" => Ok(Stream::Downstream),
+            _ => Err(ApiError::InvalidStream),
+        }
+    }
+    /// The name used in JSON and default toxic names.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Upstream => "upstream",
+            Stream::Downstream => "downstream",
+        }
+    }
+}
+
+/// A toxic's effect with its attributes (all integers, as in Toxiproxy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Delay every chunk by `latency` ms, plus or minus up to `jitter` ms.
+    Latency { latency: u64, jitter: u64 },
+    /// Limit throughput to `rate` KB/s.
+    Bandwidth { rate: u64 },
+    /// Delay the close after the source closes by `delay` ms.
+    SlowClose { delay: u64 },
+    /// Drop all data; close after `timeout` ms (0: hold the connection forever).
+    Timeout { timeout: u64 },
+    /// Reset the connection (TCP RST) after `timeout` ms (0: at once).
+    ResetPeer { timeout: u64 },
+    /// Cut chunks into slices of `average_size` +- `size_variation` bytes, `delay` µs apart.
+    Slicer { average_size: u64, size_variation: u64, delay: u64 },
+    /// Close the connection after `bytes` bytes in this direction.
+    LimitData { bytes: u64 },
+    /// Does nothing.
+    Noop,
+}
+
+const TYPES: [&str; 8] =
+    ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data", "noop"];
+
+impl Effect {
+    fn type_name(self) -> &'static str {
+        match self {
+            Effect::Latency { .. } => "latency",
+            Effect::Bandwidth { .. } => "bandwidth",
+            Effect::SlowClose { .. } => "slow_close",
+            Effect::Timeout { .. } => "timeout",
+            Effect::ResetPeer { .. } => "reset_peer",
+            Effect::Slicer { .. } => "slicer",
+            Effect::LimitData { .. } => "limit_data",
+            Effect::Noop => "noop",
+        }
+    }
+
+    /// Builds the effect of `kind` from JSON attributes; missing attributes are 0.
+    fn from_attributes(kind: &str, attrs: &Map<String, Value>) -> Result<Self, ApiError> {
+        let get = |name: &str| -> Result<u64, ApiError> {
+            match attrs.get(name) {
+                None | Some(Value::Null) => Ok(0),
+                Some(v) => v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)).ok_or_else(|| {
+                    ApiError::BadRequestBody(format!("attribute `{name}` must be a non-negative integer, got {v}"))
+                }),
+            }
+        };
+        Ok(match kind {
+            "latency" => Effect::Latency { latency: get("latency")?, jitter: get("jitter")? },
+            "bandwidth" => Effect::Bandwidth { rate: get("rate")? },
+            "slow_close" => Effect::SlowClose { delay: get("delay")? },
+            "timeout" => Effect::Timeout { timeout: get("timeout")? },
+            "reset_peer" => Effect::ResetPeer { timeout: get("timeout")? },
+            "slicer" => Effect::Slicer {
+                average_size: get("average_size")?,
+                size_variation: get("size_variation")?,
+                delay: get("delay")?,
+            },
+            "limit_data" => Effect::LimitData { bytes: get("bytes")? },
+            "noop" => Effect::Noop,
+            _ => return Err(ApiError::InvalidToxicType),
+        })
+    }
+
+    fn attributes(self) -> Map<String, Value> {
+        let pairs: Vec<(&str, u64)> = match self {
+            Effect::Latency { latency, jitter } => vec![("latency", latency), ("jitter", jitter)],
+            Effect::Bandwidth { rate } => vec![("rate", rate)],
+            Effect::SlowClose { delay } => vec![("delay", delay)],
+            Effect::Timeout { timeout } | Effect::ResetPeer { timeout } => vec![("timeout", timeout)],
+            Effect::Slicer { average_size, size_variation, delay } => {
+                vec![("average_size", average_size), ("size_variation", size_variation), ("delay", delay)]
+            }
+            Effect::LimitData { bytes } => vec![("bytes", bytes)],
+            Effect::Noop => vec![],
+        };
+        pairs.into_iter().map(|(k, v)| (k.to_owned(), Value::from(v))).collect()
+    }
+}
+
+/// One toxic on one proxy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Toxic {
+    /// Unique per proxy; defaults to `<type>_<stream>`.
+    pub name: String,
+    /// Which direction it acts on.
+    pub stream: Stream,
+    /// Probability (0..=1) that it applies to a connection, rolled once per connection.
+    pub toxicity: f32,
+    /// What it does.
+    pub effect: Effect,
+}
+
+impl Toxic {
+    /// Parses a `POST /proxies/{proxy}/toxics` body.
+    pub fn from_json(body: &[u8]) -> Result<Self, ApiError> {
+        let obj = parse_object(body)?;
+        let kind = obj.get("type").and_then(Value::as_str).unwrap_or("");
+        if !TYPES.contains(&kind) {
+            return Err(ApiError::InvalidToxicType);
+        }
+        let stream = match obj.get("stream") {
+            None | Some(Value::Null) => Stream::Downstream,
+            Some(Value::String(s)) if s.is_empty() => Stream::Downstream,
+            Some(Value::String(s)) => Stream::parse(s)?,
+            Some(_) => return Err(ApiError::InvalidStream),
+        };
+        let toxicity = toxicity(&obj)?.unwrap_or(1.0);
+        let empty = Map::new();
+        let attrs = match obj.get("attributes") {
+            Some(Value::Object(m)) => m,
+            None | Some(Value::Null) => &empty,
+            Some(_) => return Err(ApiError::BadRequestBody("`attributes` must be an object".into())),
+        };
+        let effect = Effect::from_attributes(kind, attrs)?;
+        let name = match obj.get("name").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() => n.to_owned(),
+            _ => format!("{kind}_{}", stream.as_str()),
+        };
+        Ok(Self { name, stream, toxicity, effect })
+    }
+
+    /// Applies a `PATCH /proxies/{proxy}/toxics/{toxic}` body: toxicity and attributes; the
+    /// attributes not given keep their values.
+    pub fn update_from_json(&self, body: &[u8]) -> Result<Self, ApiError> {
+        let obj = parse_object(body)?;
+        let mut next = self.clone();
+        if let Some(t) = toxicity(&obj)? {
+            next.toxicity = t;
+        }
+        if let Some(Value::Object(given)) = obj.get("attributes") {
+            let mut attrs = self.effect.attributes();
+            attrs.extend(given.clone());
+            next.effect = Effect::from_attributes(self.effect.type_name(), &attrs)?;
+        }
+        Ok(next)
+    }
+
+    /// The JSON Toxiproxy shows for this toxic.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "name": self.name,
+            "type": self.effect.type_name(),
+            "stream": self.stream.as_str(),
+            "toxicity": self.toxicity,
+            "attributes": Value::Object(self.effect.attributes()),
+        })
+    }
+}
+
+fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(ApiError::BadRequestBody("expected a JSON object".into())),
+        Err(e) => Err(ApiError::BadRequestBody(e.to_string())),
+    }
+}
+
+fn toxicity(obj: &Map<String, Value>) -> Result<Option<f32>, ApiError> {
+    match obj.get("toxicity") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(t) if (0.0..=1.0).contains(&t) => Ok(Some(t as f32)),
+            _ => Err(ApiError::BadRequestBody(format!("toxicity must be a number from 0 to 1, got {v}"))),
+        },
+    }
+}
+
+/// Milliseconds as a `Duration`.
+#[must_use]
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[cfg(test)]
+mod tests;
