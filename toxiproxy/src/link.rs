@@ -150,7 +150,10 @@ impl Pump {
                 }
             }
         };
-        self.kill.cancel();
+        if end != End::Eof {
+            // A half-close is not the end: the other direction may still carry the answer.
+            self.kill.cancel();
+        }
         (src, dst, end)
     }
 

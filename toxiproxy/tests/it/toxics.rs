@@ -31,6 +31,27 @@ async fn with_no_toxics_bytes_pass_unchanged() {
 }
 
 #[tokio::test]
+async fn a_half_close_still_carries_the_answer_back() {
+    // The client closes its sending side; the upstream answers after reading to the end.
+    let s = Server::start().await;
+    let sink = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = sink.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut conn, _) = sink.accept().await.unwrap();
+        let mut all = Vec::new();
+        conn.read_to_end(&mut all).await.unwrap();
+        conn.write_all(format!("got {}", all.len()).as_bytes()).await.unwrap();
+    });
+    let p = s.client.create_proxy("p", "127.0.0.1:0", &up.to_string()).await.unwrap();
+    let mut c = TcpStream::connect(&p.listen).await.unwrap();
+    c.write_all(&[0u8; 1000]).await.unwrap();
+    c.shutdown().await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(3), c.read_to_string(&mut answer)).await.unwrap().unwrap();
+    assert_eq!(answer, "got 1000");
+}
+
+#[tokio::test]
 async fn latency_adds_at_least_the_asked_delay_also_to_open_connections() {
     let (s, listen, _stop) = setup().await;
     let mut c = TcpStream::connect(&listen).await.unwrap();
