@@ -57,6 +57,7 @@ async fn latencies(addr: &str) -> Vec<Duration> {
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.set_nodelay(true).unwrap();
     let mut out = Vec::with_capacity(ROUND_TRIPS);
+    // Each round opens its own connection, as a node reconnecting would.
     let mut b = [0u8; 16];
     for _ in 0..ROUND_TRIPS {
         let t = Instant::now();
@@ -64,7 +65,6 @@ async fn latencies(addr: &str) -> Vec<Duration> {
         s.read_exact(&mut b).await.unwrap();
         out.push(t.elapsed());
     }
-    out.sort();
     out
 }
 
@@ -98,10 +98,16 @@ async fn main() {
     let pe = client.create_proxy("echo", "127.0.0.1:0", &echo).await.unwrap().listen;
     let ps = client.create_proxy("sink", "127.0.0.1:0", &sink).await.unwrap().listen;
 
-    let direct = latencies(&echo).await;
-    let proxied = latencies(&pe).await;
+    // Alternate direct and proxied rounds so warm-up and scheduling noise fall on both alike.
+    let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+    for _ in 0..4 {
+        direct.extend(latencies(&echo).await);
+        proxied.extend(latencies(&pe).await);
+    }
+    direct.sort();
+    proxied.sort();
     let (d50, p50, d99, p99) = (pct(&direct, 0.5), pct(&proxied, 0.5), pct(&direct, 0.99), pct(&proxied, 0.99));
-    println!("round trip, {ROUND_TRIPS} x 16 B   direct p50 {d50:.1} µs p99 {d99:.1} µs | proxied p50 {p50:.1} µs p99 {p99:.1} µs");
+    println!("round trip, 4 x {ROUND_TRIPS} x 16 B   direct p50 {d50:.1} µs p99 {d99:.1} µs | proxied p50 {p50:.1} µs p99 {p99:.1} µs");
     println!(
         "added latency per round trip (two hops): p50 {:.1} µs, p99 {:.1} µs   (anchor: < 100 µs)   ratio p50 {:.2}x",
         p50 - d50,
