@@ -4,24 +4,32 @@
 
 use std::time::Duration;
 
-use redis_lease::{LeaseConfig, LeaseError};
+use redis_lease::{LeaseConfig, LeaseError, LeaseGuard};
 
 use crate::protocol::{holder, pttl, put, TTL};
-use crate::redis_server::{eventually, RedisServer};
+use crate::redis_server::{eventually, kill_other_clients, RedisServer};
+
+/// Puts a successor's token (ttl 50 s) in the key, then waits until `guard` attempts a renewal.
+async fn hand_over_and_wait_for_a_renewal(
+    guard: &LeaseGuard<redis::aio::MultiplexedConnection>,
+    admin: &mut redis::aio::MultiplexedConnection,
+) {
+    let before = guard.counters();
+    put(admin, "t", "successor", 50_000).await;
+    let attempted = eventually(TTL * 2, async || {
+        let c = guard.counters();
+        c.renewals + c.renewal_failures > before.renewals + before.renewal_failures
+    })
+    .await;
+    assert!(attempted, "no renewal attempt within two ttls");
+}
 
 /// Did a stale guard's renewal extend its successor's key?
 pub async fn stale_renewal_extends_successor(config: LeaseConfig) -> bool {
     let redis = RedisServer::start().unwrap();
     let mut admin = redis.conn().await;
     let stale = redis.client("a", config).await.acquire("t").await.unwrap();
-    let before = stale.counters();
-    put(&mut admin, "t", "successor", 50_000).await;
-    let attempted = eventually(TTL * 2, async || {
-        let c = stale.counters();
-        c.renewals + c.renewal_failures > before.renewals + before.renewal_failures
-    })
-    .await;
-    assert!(attempted, "no renewal attempt within two ttls");
+    hand_over_and_wait_for_a_renewal(&stale, &mut admin).await;
     // Our renewal would set the ttl to 600 ms; the successor's is 50 s.
     pttl(&mut admin, "t").await <= TTL.as_millis() as i64
 }
@@ -78,14 +86,7 @@ pub async fn rejected_renewal_goes_unreported(config: LeaseConfig) -> bool {
     let redis = RedisServer::start().unwrap();
     let mut admin = redis.conn().await;
     let guard = redis.client("a", config).await.acquire("t").await.unwrap();
-    let before = guard.counters();
-    put(&mut admin, "t", "successor", 50_000).await;
-    let attempted = eventually(TTL * 2, async || {
-        let c = guard.counters();
-        c.renewals + c.renewal_failures > before.renewals + before.renewal_failures
-    })
-    .await;
-    assert!(attempted, "no renewal attempt within two ttls");
+    hand_over_and_wait_for_a_renewal(&guard, &mut admin).await;
     guard.loss().is_none()
 }
 
@@ -97,15 +98,7 @@ pub async fn renewal_dies_silently_after_reconnect(config: LeaseConfig) -> bool 
     let tokens = redis_lease::UniqueTokens::new("a", 1).unwrap();
     let client = redis_lease::LeaseClient::new(redis.manager().await, config, tokens).unwrap();
     let guard = client.acquire("t").await.unwrap();
-    let _: () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    kill_other_clients(&mut admin).await;
     // Within two ttls: the key expired (renewal stopped) or the loss was reported, or renewal
     // carried on over the new connection (neither happens and the key is still ours).
     let mut expired = false;

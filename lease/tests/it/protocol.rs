@@ -7,7 +7,7 @@ use redis_lease::{
     LeaseClient, LeaseConfig, LeaseError, LeaseKeys, LossReason, Released, ReplicationGuard, UniqueTokens,
 };
 
-use crate::redis_server::{eventually, RedisServer};
+use crate::redis_server::{eventually, kill_other_clients, RedisServer};
 
 pub const TTL: Duration = Duration::from_millis(600);
 
@@ -137,15 +137,7 @@ async fn killing_the_connection_marks_loss() {
     let redis = RedisServer::start().unwrap();
     let mut admin = redis.conn().await;
     let guard = redis.client("a", config()).await.acquire("t1").await.unwrap();
-    let _: () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    kill_other_clients(&mut admin).await;
     let loss = tokio::time::timeout(TTL * 2, guard.lost()).await.unwrap();
     assert_eq!(loss.reason.kind(), "renewal_failed", "{loss}");
     assert!(guard.ensure_owned("after-kill").await.unwrap_err().is_lost());

@@ -133,3 +133,16 @@ pub async fn eventually(limit: Duration, mut cond: impl AsyncFnMut() -> bool) ->
     }
     cond().await
 }
+
+/// Kills every other client connection (`CLIENT KILL TYPE normal SKIPME yes`).
+pub async fn kill_other_clients(admin: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(admin)
+        .await
+        .unwrap();
+}
