@@ -208,8 +208,16 @@ impl LeaseConfig {
             if r.replicas == 0 {
                 return bad("replication.replicas", "must be at least 1 (or leave the guard off)".into());
             }
-            if r.timeout.is_zero() || r.timeout >= self.ttl {
-                return bad("replication.timeout", format!("{:?} must be above zero and below the ttl", r.timeout));
+            if r.timeout.is_zero() || r.timeout >= self.command_timeout {
+                // WAIT blocks its connection: a longer WAIT would make every command queued behind
+                // it (checkpoints, renewals) time out.
+                return bad(
+                    "replication.timeout",
+                    format!(
+                        "{:?} must be above zero and below the command timeout {:?}",
+                        r.timeout, self.command_timeout
+                    ),
+                );
             }
         }
         Ok(())

@@ -47,4 +47,8 @@ fn invalid_combinations_name_the_field() {
         base().with_replication_guard(ReplicationGuard { replicas: 0, timeout: Duration::from_millis(10) }),
         Some("replication.replicas"),
     );
+    check(
+        base().with_replication_guard(ReplicationGuard { replicas: 1, timeout: Duration::from_millis(50) }),
+        Some("replication.timeout"),
+    );
 }

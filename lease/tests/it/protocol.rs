@@ -208,8 +208,14 @@ async fn replication_guard_requires_the_replica_to_acknowledge() {
     let primary = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]).unwrap();
     let replica_of = primary.port().to_string();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &replica_of]).unwrap();
-    let guard_cfg =
-        || config().with_replication_guard(ReplicationGuard { replicas: 1, timeout: Duration::from_millis(100) });
+    // Generous timings: a loaded CI machine can take well over 100 ms to answer WAIT. A blocked
+    // WAIT holds up every later command on its connection, hence a command timeout above it;
+    // redis-rs gives up on any answer after 500 ms by default, hence a WAIT below that.
+    let guard_cfg = || {
+        LeaseConfig::scaled(Duration::from_secs(6))
+            .with_command_timeout(Duration::from_millis(1500))
+            .with_replication_guard(ReplicationGuard { replicas: 1, timeout: Duration::from_millis(300) })
+    };
 
     let mut rconn = replica.conn().await;
     assert!(
