@@ -131,7 +131,7 @@ impl LeaseConfig {
     /// The renewal interval, as the protocol will use it.
     #[must_use]
     pub fn renew_interval(&self) -> Duration {
-        if self.flaw == Some(Flaw::RenewIntervalEqualsTtl) {
+        if crate::flaw::is(self.flaw, Flaw::RenewIntervalEqualsTtl) {
             return self.ttl;
         }
         self.renew_interval

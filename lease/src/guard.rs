@@ -109,16 +109,15 @@ impl Shared {
     /// Records the first loss (later ones are ignored) and cancels the sticky token.
     fn lose(&self, reason: LossReason, checkpoint: Option<&str>) -> Loss {
         let mut state = self.state();
-        if state.lose(reason, checkpoint, self.clock.now()) {
+        let (loss, first) = state.lose(reason, checkpoint, self.clock.now());
+        if first {
             self.lost.cancel();
-            if let Some(loss) = state.loss() {
-                warn!(tenant = %self.tenant, token = %self.token, fence = self.fence,
-                      checkpoint = loss.checkpoint.as_deref().unwrap_or("-"),
-                      reason = loss.reason.kind(), after_ms = loss.after.as_millis() as u64,
-                      "lease ownership lost");
-            }
+            warn!(tenant = %self.tenant, token = %self.token, fence = self.fence,
+                  checkpoint = loss.checkpoint.as_deref().unwrap_or("-"),
+                  reason = loss.reason.kind(), after_ms = loss.after.as_millis() as u64,
+                  "lease ownership lost");
         }
-        state.loss().cloned().unwrap_or_else(unreachable_loss)
+        loss.clone()
     }
 
     fn loss(&self) -> Option<Loss> {
@@ -129,11 +128,6 @@ impl Shared {
         self.counters.loss_cancellations.fetch_add(1, Ordering::Relaxed);
         LeaseError::Lost { tenant: self.tenant.clone(), loss }
     }
-}
-
-/// `lose` just recorded a loss or found one; this only satisfies the type checker.
-fn unreachable_loss() -> Loss {
-    Loss { reason: LossReason::Expired, checkpoint: None, after: Duration::ZERO }
 }
 
 /// Runs `fut` for at most `budget` on `clock`; `None` if it did not finish.
@@ -280,14 +274,14 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseGuard<C> {
         match decision {
             Some(reason) => Err(s.lost_error(s.lose(reason, Some(checkpoint)))),
             // The renewal task may have lost the lease while we were reading.
-            None if s.lost.is_cancelled() && !non_sticky => {
-                Err(s.lost_error(s.loss().unwrap_or_else(unreachable_loss)))
-            }
-            None => {
-                s.counters.checks_passed.fetch_add(1, Ordering::Relaxed);
-                debug!(tenant = %s.tenant, fence = s.fence, checkpoint, "ownership confirmed");
-                Ok(())
-            }
+            None => match s.loss().filter(|_| !non_sticky) {
+                Some(loss) => Err(s.lost_error(loss)),
+                None => {
+                    s.counters.checks_passed.fetch_add(1, Ordering::Relaxed);
+                    debug!(tenant = %s.tenant, fence = s.fence, checkpoint, "ownership confirmed");
+                    Ok(())
+                }
+            },
         }
     }
 

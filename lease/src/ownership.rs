@@ -159,17 +159,13 @@ impl Ownership {
         self.loss.as_ref()
     }
 
-    /// Records a loss unless one is already recorded. Returns whether this call recorded it.
-    pub fn lose(&mut self, reason: LossReason, checkpoint: Option<&str>, now: Instant) -> bool {
-        if self.loss.is_some() {
-            return false;
-        }
-        self.loss = Some(Loss {
-            reason,
-            checkpoint: checkpoint.map(str::to_owned),
-            after: now.saturating_duration_since(self.acquire_sent_at),
-        });
-        true
+    /// Records a loss unless one is already recorded. Returns the first loss, and whether this
+    /// call is the one that recorded it.
+    pub fn lose(&mut self, reason: LossReason, checkpoint: Option<&str>, now: Instant) -> (&Loss, bool) {
+        let first = self.loss.is_none();
+        let after = now.saturating_duration_since(self.acquire_sent_at);
+        let loss = self.loss.get_or_insert_with(|| Loss { reason, checkpoint: checkpoint.map(str::to_owned), after });
+        (loss, first)
     }
 
     /// Local validity only: the reason to lose if the deadline has passed.

@@ -90,7 +90,7 @@ async fn route(c: &Collection, method: &Method, path: &str, body: &[u8]) -> Resu
         ["populate"] if is(&Method::POST) => Ok(populate(c, body).await),
         ["proxies"] if is(&Method::GET) => Ok(json(StatusCode::OK, &c.index().await)),
         ["proxies"] if is(&Method::POST) => {
-            let spec = proxy_spec(&object(body)?)?;
+            let spec = ProxySpec::from_json(&Value::Object(object(body)?))?;
             Ok(json(StatusCode::CREATED, &c.create(spec).await?))
         }
         ["proxies", p] if is(&Method::GET) => Ok(json(StatusCode::OK, &c.show(p).await?)),
@@ -120,17 +120,7 @@ async fn route(c: &Collection, method: &Method, path: &str, body: &[u8]) -> Resu
 
 /// `POST /populate`: an array of proxies (or `{"proxies": [...]}`), created or updated in order.
 async fn populate(c: &Collection, body: &[u8]) -> Response<Full<Bytes>> {
-    let parsed: Result<Vec<ProxySpec>, ApiError> = match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Array(items)) => {
-            items.iter().map(|v| proxy_spec(v.as_object().unwrap_or(&Default::default()))).collect()
-        }
-        Ok(Value::Object(o)) if o.get("proxies").is_some_and(Value::is_array) => o["proxies"]
-            .as_array()
-            .map(|items| items.iter().map(|v| proxy_spec(v.as_object().unwrap_or(&Default::default()))).collect())
-            .unwrap_or_else(|| Ok(Vec::new())),
-        Ok(_) => Err(ApiError::BadRequestBody("expected a JSON array of proxies".into())),
-        Err(e) => Err(ApiError::BadRequestBody(e.to_string())),
-    };
+    let parsed = ProxySpec::list_from_json(body);
     let (done, err) = match parsed {
         Ok(specs) => c.populate(specs).await,
         Err(e) => (Vec::new(), Some(e)),
@@ -151,22 +141,6 @@ fn object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
         Ok(_) => Err(ApiError::BadRequestBody("expected a JSON object".into())),
         Err(e) => Err(ApiError::BadRequestBody(e.to_string())),
     }
-}
-
-fn proxy_spec(obj: &serde_json::Map<String, Value>) -> Result<ProxySpec, ApiError> {
-    let field = |k: &str| -> Result<String, ApiError> {
-        match obj.get(k) {
-            None | Some(Value::Null) => Ok(String::new()),
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(v) => Err(ApiError::BadRequestBody(format!("`{k}` must be a string, got {v}"))),
-        }
-    };
-    let enabled = match obj.get("enabled") {
-        None | Some(Value::Null) => true,
-        Some(Value::Bool(b)) => *b,
-        Some(v) => return Err(ApiError::BadRequestBody(format!("`enabled` must be true or false, got {v}"))),
-    };
-    Ok(ProxySpec { name: field("name")?, listen: field("listen")?, upstream: field("upstream")?, enabled })
 }
 
 fn json(status: StatusCode, value: &Value) -> Response<Full<Bytes>> {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use leasequake_toxiproxy::proxy::ProxySpec;
 use leasequake_toxiproxy::{api, Collection};
 use tokio_util::sync::CancellationToken;
 
@@ -86,17 +87,8 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
     let collection = Arc::new(Collection::new(seed));
     if let Some(path) = &flags.config {
         let text = std::fs::read(path).with_context(|| format!("cannot read -config {path}"))?;
-        let specs: Vec<serde_json::Value> =
-            serde_json::from_slice(&text).with_context(|| format!("{path} is not a JSON array of proxies"))?;
-        let specs = specs
-            .into_iter()
-            .map(|v| leasequake_toxiproxy::proxy::ProxySpec {
-                name: v["name"].as_str().unwrap_or_default().into(),
-                listen: v["listen"].as_str().unwrap_or_default().into(),
-                upstream: v["upstream"].as_str().unwrap_or_default().into(),
-                enabled: v["enabled"].as_bool().unwrap_or(true),
-            })
-            .collect();
+        let specs =
+            ProxySpec::list_from_json(&text).with_context(|| format!("-config {path}: not a valid list of proxies"))?;
         if let (_, Some(e)) = collection.populate(specs).await {
             anyhow::bail!("{path}: {e}");
         }

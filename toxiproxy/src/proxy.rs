@@ -50,6 +50,43 @@ pub struct ProxySpec {
     pub enabled: bool,
 }
 
+impl ProxySpec {
+    /// Parses one proxy of a create or populate body. Missing strings are empty (validated
+    /// later, naming the field); `enabled` defaults to true, as in Toxiproxy.
+    pub fn from_json(value: &Value) -> Result<Self, ApiError> {
+        let Value::Object(obj) = value else {
+            return Err(ApiError::BadRequestBody(format!("a proxy must be a JSON object, got {value}")));
+        };
+        let field = |k: &str| -> Result<String, ApiError> {
+            match obj.get(k) {
+                None | Some(Value::Null) => Ok(String::new()),
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(v) => Err(ApiError::BadRequestBody(format!("`{k}` must be a string, got {v}"))),
+            }
+        };
+        let enabled = match obj.get("enabled") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => return Err(ApiError::BadRequestBody(format!("`enabled` must be true or false, got {v}"))),
+        };
+        Ok(Self { name: field("name")?, listen: field("listen")?, upstream: field("upstream")?, enabled })
+    }
+
+    /// Parses a populate body (or `-config` file): an array of proxies, or `{"proxies": [...]}`.
+    pub fn list_from_json(body: &[u8]) -> Result<Vec<Self>, ApiError> {
+        let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::BadRequestBody(e.to_string()))?;
+        let items = match &value {
+            Value::Array(items) => items,
+            Value::Object(o) => match o.get("proxies") {
+                Some(Value::Array(items)) => items,
+                _ => return Err(ApiError::BadRequestBody("expected a JSON array of proxies".into())),
+            },
+            _ => return Err(ApiError::BadRequestBody("expected a JSON array of proxies".into())),
+        };
+        items.iter().map(Self::from_json).collect()
+    }
+}
+
 impl Proxy {
     fn new(spec: &ProxySpec) -> Self {
         Self {

@@ -55,8 +55,8 @@ fn ignored_failures_keep_the_lease_believed_valid() {
 fn first_loss_is_sticky() {
     let t0 = Instant::now();
     let mut o = Ownership::acquired(timing(), t0);
-    assert!(o.lose(LossReason::KeyMissing, Some("after-prepare"), t0 + 5 * MS));
-    assert!(!o.lose(LossReason::Released, None, t0 + 9 * MS));
+    assert!(o.lose(LossReason::KeyMissing, Some("after-prepare"), t0 + 5 * MS).1);
+    assert!(!o.lose(LossReason::Released, None, t0 + 9 * MS).1);
     let loss = o.loss().unwrap();
     assert_eq!(loss.reason, LossReason::KeyMissing);
     assert_eq!(loss.checkpoint.as_deref(), Some("after-prepare"));
