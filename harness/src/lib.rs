@@ -2,6 +2,9 @@
 //! job never lets a stale node write after a newer owner.
 //!
 //! ```text
+//! error        HarnessError: every failure names its cause and fix
+//! docker       the Docker API connection (version negotiated), labels
+//! image        images built locally from files (no registry), tagged by content
 //! local_redis  a real redis-server process on a free loopback port (for the demo)
 //! demo         workers contending for one tenant's lease against a local Redis
 //! ```
@@ -10,6 +13,9 @@
 //! issues; see ARCHITECTURE.md for the map.
 
 pub mod demo;
+pub mod docker;
+pub mod error;
+pub mod image;
 pub mod local_redis;
 
 // The harness is the production build of the node: it must never link a flawed lease. Cargo

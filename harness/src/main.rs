@@ -18,6 +18,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Container images the harness runs, built locally from this checkout (no registry).
+    Images {
+        #[command(subcommand)]
+        action: ImagesAction,
+    },
     /// Workers contend for one tenant's lease on a real Redis (a local redis-server by default).
     Demo {
         /// Use this Redis instead of starting a local redis-server.
@@ -34,6 +39,12 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         seconds: u64,
     },
+}
+
+#[derive(Subcommand)]
+enum ImagesAction {
+    /// Build every image whose inputs changed (reuses the others); prints each reference.
+    Build,
 }
 
 fn main() -> ExitCode {
@@ -61,6 +72,19 @@ fn main() -> ExitCode {
 
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Images { action: ImagesAction::Build } => {
+            let docker = leasequake::docker::connect().await?;
+            let spec = leasequake::image::ImageSpec::proxy()?;
+            let built = leasequake::image::ensure(&docker, &spec).await?;
+            let what = if built.rebuilt { "built" } else { "unchanged, reused" };
+            println!(
+                "{}  {what} in {:.2} s  (also tagged {})",
+                built.reference,
+                built.took.as_secs_f64(),
+                built.stable
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Demo { redis, workers, tenant, ttl_ms, seconds } => {
             let local = match redis {
                 Some(_) => None,

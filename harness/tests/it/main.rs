@@ -1,3 +1,4 @@
 //! Integration tests of the `leasequake` binary and library.
 
 mod demo;
+mod image;

@@ -1,0 +1,33 @@
+//! `HarnessError`: everything the harness library can fail with, each naming the cause and the
+//! fix. A safety violation is never one of these: it is data in the report.
+
+use std::path::PathBuf;
+
+/// Errors of the harness library.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The Docker daemon cannot be reached or speaks an API we cannot use.
+    #[error("cannot use the Docker daemon: {detail}. Fix: start it (`systemctl start docker` or `dockerd &`), or point DOCKER_HOST at it")]
+    DockerUnavailable {
+        /// What went wrong.
+        detail: String,
+    },
+    /// A program the harness packs into an image was not found.
+    #[error("`{name}` not found (looked in {looked:?}). Fix: `cargo build --bins` in the checkout, or set {env} to its path")]
+    MissingBinary {
+        /// The program.
+        name: String,
+        /// Where we looked.
+        looked: Vec<PathBuf>,
+        /// The environment variable that overrides the search.
+        env: String,
+    },
+    /// Building an image failed.
+    #[error("building image `{image}` failed: {detail}")]
+    ImageBuild {
+        /// The image.
+        image: String,
+        /// What went wrong.
+        detail: String,
+    },
+}

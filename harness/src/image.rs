@@ -1,0 +1,238 @@
+//! Images built by the project itself, with no registry: a `FROM scratch` root filesystem holding a
+//! program, every library `ldd` lists and the loader, imported with `docker import` semantics
+//! through the Docker API. Each image is tagged by the hash of its inputs (rebuilt only when they
+//! change) and also carries the stable tag `current`, which docker-compose.yml uses. Every image
+//! carries the project's labels.
+//!
+//! This module packs files; it does not compile them (`cargo build` does) and it runs nothing.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use testcontainers::bollard::query_parameters::{CreateImageOptionsBuilder, TagImageOptionsBuilder};
+use testcontainers::bollard::{body_full, Docker};
+
+use crate::docker::{LABEL_IMAGE, LABEL_INPUTS, LABEL_MANAGED};
+use crate::error::HarnessError;
+
+/// The stable tag every image of ours also carries.
+pub const STABLE_TAG: &str = "current";
+/// The fault proxy's API port inside its container.
+pub const PROXY_API_PORT: u16 = 8474;
+
+/// One file of an image's root filesystem.
+#[derive(Debug, Clone)]
+struct RootfsFile {
+    source: PathBuf,
+    dest: String,
+    mode: u32,
+}
+
+/// What an image is made of.
+#[derive(Debug, Clone)]
+pub struct ImageSpec {
+    name: &'static str,
+    files: Vec<RootfsFile>,
+    cmd: Vec<String>,
+    expose: Vec<u16>,
+}
+
+/// An image that exists locally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Built {
+    /// `repo:content-hash`, what the harness runs.
+    pub reference: String,
+    /// `repo:current`, what docker-compose.yml runs.
+    pub stable: String,
+    /// Whether it was built now (false: its inputs were unchanged and it was reused).
+    pub rebuilt: bool,
+    /// Time spent, build or check.
+    pub took: Duration,
+}
+
+impl ImageSpec {
+    /// The fault proxy: `toxiproxy-server` listening on 0.0.0.0:8474.
+    pub fn proxy() -> Result<Self, HarnessError> {
+        let binary = locate_binary("toxiproxy-server", "LEASEQUAKE_TOXIPROXY_BIN")?;
+        let mut files =
+            vec![RootfsFile { source: binary.clone(), dest: "/usr/local/bin/toxiproxy-server".into(), mode: 0o755 }];
+        files.extend(shared_libraries(&binary)?);
+        let cmd = ["/usr/local/bin/toxiproxy-server", "-host", "0.0.0.0", "-port", "8474"].map(str::to_owned).to_vec();
+        Ok(Self { name: "toxiproxy", files, cmd, expose: vec![PROXY_API_PORT] })
+    }
+
+    /// The image repository, `leasequake/<name>`.
+    #[must_use]
+    pub fn repo(&self) -> String {
+        format!("leasequake/{}", self.name)
+    }
+
+    /// The hash of everything that goes into the image: paths, modes, bytes, command, ports.
+    fn inputs_hash(&self) -> Result<String, HarnessError> {
+        let mut h = Sha256::new();
+        for f in &self.files {
+            let bytes = std::fs::read(&f.source)
+                .map_err(|e| self.failed(format!("cannot read {}: {e}", f.source.display())))?;
+            h.update(f.dest.as_bytes());
+            h.update(f.mode.to_le_bytes());
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(&bytes);
+        }
+        h.update(self.cmd.join("\0").as_bytes());
+        h.update(format!("{:?}", self.expose).as_bytes());
+        Ok(h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// The root filesystem as a tar archive; deterministic (fixed mtimes, sorted directories).
+    fn rootfs_tar(&self) -> Result<Vec<u8>, HarnessError> {
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut dirs = BTreeSet::new();
+        for f in &self.files {
+            let mut p = Path::new(&f.dest).parent();
+            while let Some(d) = p.filter(|d| *d != Path::new("/")) {
+                dirs.insert(d.to_path_buf());
+                p = d.parent();
+            }
+        }
+        let fail = |e: std::io::Error| self.failed(format!("cannot write the root filesystem archive: {e}"));
+        for d in &dirs {
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_mode(0o755);
+            header.set_size(0);
+            header.set_mtime(0);
+            tar.append_data(&mut header, d.strip_prefix("/").unwrap_or(d), std::io::empty()).map_err(fail)?;
+        }
+        for f in &self.files {
+            let bytes = std::fs::read(&f.source)
+                .map_err(|e| self.failed(format!("cannot read {}: {e}", f.source.display())))?;
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(f.mode);
+            header.set_size(bytes.len() as u64);
+            header.set_mtime(0);
+            tar.append_data(&mut header, f.dest.trim_start_matches('/'), bytes.as_slice()).map_err(fail)?;
+        }
+        tar.into_inner().map_err(fail)
+    }
+
+    fn failed(&self, detail: String) -> HarnessError {
+        HarnessError::ImageBuild { image: self.repo(), detail }
+    }
+}
+
+/// Makes sure the image exists: reuses it when its inputs are unchanged, builds it otherwise.
+pub async fn ensure(docker: &Docker, spec: &ImageSpec) -> Result<Built, HarnessError> {
+    let started = Instant::now();
+    let repo = spec.repo();
+    let hash = spec.inputs_hash()?;
+    let reference = format!("{repo}:{hash}");
+    let exists = docker.inspect_image(&reference).await.is_ok();
+    if !exists {
+        let mut changes = vec![
+            format!("CMD {}", serde_json::to_string(&spec.cmd).unwrap_or_default()),
+            format!("LABEL {LABEL_MANAGED}=true"),
+            format!("LABEL {LABEL_IMAGE}={}", spec.name),
+            format!("LABEL {LABEL_INPUTS}={hash}"),
+        ];
+        changes.extend(spec.expose.iter().map(|p| format!("EXPOSE {p}/tcp")));
+        let options = CreateImageOptionsBuilder::new().from_src("-").repo(&repo).tag(&hash).changes(changes).build();
+        let tar = spec.rootfs_tar()?;
+        let mut progress = docker.create_image(Some(options), Some(body_full(tar.into())), None);
+        while let Some(step) = progress.next().await {
+            step.map_err(|e| spec.failed(e.to_string()))?;
+        }
+        docker
+            .inspect_image(&reference)
+            .await
+            .map_err(|e| spec.failed(format!("imported, but not found afterwards: {e}")))?;
+    }
+    let tag = TagImageOptionsBuilder::new().repo(&repo).tag(STABLE_TAG).build();
+    docker.tag_image(&reference, Some(tag)).await.map_err(|e| spec.failed(format!("cannot tag {STABLE_TAG}: {e}")))?;
+    Ok(Built { reference, stable: format!("{repo}:{STABLE_TAG}"), rebuilt: !exists, took: started.elapsed() })
+}
+
+/// Finds a program built from this workspace: `$env`, else next to the running executable (or
+/// one level up, for test binaries in `target/*/deps`).
+fn locate_binary(name: &str, env: &str) -> Result<PathBuf, HarnessError> {
+    if let Some(p) = std::env::var_os(env).map(PathBuf::from) {
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(HarnessError::MissingBinary { name: name.into(), looked: vec![p], env: env.into() })
+        };
+    }
+    let exe = std::env::current_exe().ok();
+    let dirs: Vec<PathBuf> = exe
+        .as_deref()
+        .and_then(Path::parent)
+        .map(|d| [Some(d.to_path_buf()), d.parent().map(Path::to_path_buf)].into_iter().flatten().collect())
+        .unwrap_or_default();
+    let looked: Vec<PathBuf> = dirs.iter().map(|d| d.join(name)).collect();
+    looked.iter().find(|p| p.is_file()).cloned().ok_or_else(|| HarnessError::MissingBinary {
+        name: name.into(),
+        looked,
+        env: env.into(),
+    })
+}
+
+/// The shared libraries and loader `ldd` lists for `binary`, at the paths the loader expects.
+fn shared_libraries(binary: &Path) -> Result<Vec<RootfsFile>, HarnessError> {
+    let out = Command::new("ldd").arg(binary).output().map_err(|e| HarnessError::ImageBuild {
+        image: binary.display().to_string(),
+        detail: format!("cannot run `ldd` (install libc-bin): {e}"),
+    })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(parse_ldd(&text)
+        .into_iter()
+        .map(|path| RootfsFile { source: PathBuf::from(&path), dest: path, mode: 0o755 })
+        .collect())
+}
+
+/// The absolute paths in `ldd` output (`lib => /path (addr)` and `/loader (addr)` lines).
+fn parse_ldd(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let path = match line.split_once("=>") {
+                Some((_, right)) => right.trim(),
+                None => line,
+            };
+            let path = path.split_whitespace().next()?;
+            path.starts_with('/').then(|| path.to_owned())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{locate_binary, parse_ldd};
+    use crate::error::HarnessError;
+
+    #[test]
+    fn a_missing_program_names_where_we_looked_and_the_fix() {
+        let err = locate_binary("no-such-program", "LEASEQUAKE_NO_SUCH_PROGRAM_BIN").unwrap_err();
+        let HarnessError::MissingBinary { looked, .. } = &err else { panic!("{err:?}") };
+        assert!(!looked.is_empty());
+        let msg = err.to_string();
+        assert!(
+            msg.contains("no-such-program")
+                && msg.contains("cargo build --bins")
+                && msg.contains("LEASEQUAKE_NO_SUCH_PROGRAM_BIN"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn ldd_output_yields_libraries_and_loader_but_not_the_vdso() {
+        let text = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x1)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x2)\n\t/lib64/ld-linux-x86-64.so.2 (0x3)\n";
+        assert_eq!(
+            parse_ldd(text),
+            ["/lib/x86_64-linux-gnu/libgcc_s.so.1", "/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"]
+        );
+        assert!(parse_ldd("\tnot a dynamic executable\n").is_empty());
+    }
+}

@@ -1,0 +1,92 @@
+//! Images built locally and run on the real Docker engine (no registry).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use leasequake::docker::{self, LABEL_IMAGE, LABEL_MANAGED};
+use leasequake::error::HarnessError;
+use leasequake::image::{self, ImageSpec, PROXY_API_PORT};
+use leasequake_toxiproxy::Client;
+use testcontainers::bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
+use testcontainers::bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
+use testcontainers::bollard::Docker;
+
+/// Removes the container when dropped, even when the test panics (the normal path removes it
+/// through the API first; this is the backstop, so it uses the docker CLI rather than async I/O).
+struct RemoveOnDrop(String);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker").args(["rm", "-f", &self.0]).output();
+    }
+}
+
+/// Runs `image` with the proxy API published on a free loopback port; returns the container's
+/// removal guard and the host port.
+async fn run_proxy(docker: &Docker, image: &str, name: &str) -> (RemoveOnDrop, u16) {
+    let bindings = HashMap::from([(
+        format!("{PROXY_API_PORT}/tcp"),
+        Some(vec![PortBinding { host_ip: Some("127.0.0.1".into()), host_port: Some(String::new()) }]),
+    )]);
+    let body = ContainerCreateBody {
+        image: Some(image.into()),
+        labels: Some(HashMap::from([(LABEL_MANAGED.to_owned(), "true".to_owned())])),
+        host_config: Some(HostConfig { port_bindings: Some(bindings), ..Default::default() }),
+        ..Default::default()
+    };
+    let options = CreateContainerOptionsBuilder::new().name(name).build();
+    let id = docker.create_container(Some(options), body).await.unwrap().id;
+    let guard = RemoveOnDrop(id.clone());
+    docker.start_container(&id, None).await.unwrap();
+    let info = docker.inspect_container(&id, None).await.unwrap();
+    let port = info
+        .network_settings
+        .and_then(|n| n.ports)
+        .and_then(|p| p.get(&format!("{PROXY_API_PORT}/tcp")).cloned().flatten());
+    let port = port.and_then(|b| b.first().and_then(|b| b.host_port.clone())).unwrap().parse().unwrap();
+    (guard, port)
+}
+
+#[tokio::test]
+async fn the_proxy_image_builds_once_runs_and_answers_the_toxiproxy_api() {
+    let docker = docker::connect().await.unwrap();
+    let spec = ImageSpec::proxy().unwrap();
+    let first = image::ensure(&docker, &spec).await.unwrap();
+    let again = image::ensure(&docker, &spec).await.unwrap();
+    assert_eq!(first.reference, again.reference, "same inputs, same tag");
+    assert!(!again.rebuilt, "unchanged inputs are not rebuilt");
+    let labels = docker.inspect_image(&first.stable).await.unwrap().config.and_then(|c| c.labels).unwrap();
+    assert_eq!(labels.get(LABEL_MANAGED).map(String::as_str), Some("true"));
+    assert_eq!(labels.get(LABEL_IMAGE).map(String::as_str), Some("toxiproxy"));
+
+    let name = format!("leasequake-test-proxy-{}", std::process::id());
+    let (container, port) = run_proxy(&docker, &first.reference, &name).await;
+    let client = Client::new(format!("127.0.0.1:{port}")).with_timeout(Duration::from_secs(1));
+    // Wait for the API to answer (the event), at most 10 s.
+    let mut version = Err(None);
+    for _ in 0..100 {
+        match client.version().await {
+            Ok(v) => {
+                version = Ok(v);
+                break;
+            }
+            Err(e) => version = Err(Some(e.to_string())),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let created = client.create_proxy("redis", "0.0.0.0:20000", "redis-primary:6379").await;
+    docker
+        .remove_container(&container.0, Some(RemoveContainerOptionsBuilder::new().force(true).build()))
+        .await
+        .unwrap();
+    assert_eq!(version.unwrap(), "2.12.0");
+    assert_eq!(created.unwrap().listen, "0.0.0.0:20000");
+}
+
+#[tokio::test]
+async fn a_missing_docker_daemon_is_named_with_the_fix() {
+    let err = docker::connect_socket("/nonexistent/docker.sock").await.unwrap_err();
+    assert!(matches!(err, HarnessError::DockerUnavailable { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("Docker daemon") && msg.contains("DOCKER_HOST"), "{msg}");
+}
