@@ -2,9 +2,11 @@
 //! job never lets a stale node write after a newer owner.
 //!
 //! ```text
+//! clock        CLOCK_MONOTONIC ns, the one time base
 //! error        HarnessError: every failure names its cause and fix
 //! docker       the Docker API connection (version negotiated), labels
 //! image        images built locally from files (no registry), tagged by content
+//! store        the vector store: collections, alias, audit log (ground truth), fencing
 //! local_redis  a real redis-server process on a free loopback port (for the demo)
 //! demo         workers contending for one tenant's lease against a local Redis
 //! ```
@@ -12,11 +14,13 @@
 //! The environment (containers), nodes, faults, history, checker and runner arrive with their
 //! issues; see ARCHITECTURE.md for the map.
 
+pub mod clock;
 pub mod demo;
 pub mod docker;
 pub mod error;
 pub mod image;
 pub mod local_redis;
+pub mod store;
 
 // The harness is the production build of the node: it must never link a flawed lease. Cargo
 // unifies features across a build, so one `redis-lease/flaws` on any dependency line would leak

@@ -5,13 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::Request;
-use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::net::TcpStream;
+
+use crate::http::ExchangeError;
 
 use crate::toxic::Stream;
 
@@ -240,24 +237,12 @@ impl Client {
     }
 
     async fn exchange(&self, method: &str, path: &str, body: Option<String>) -> Result<(u16, String), ClientError> {
-        let unreachable =
-            |e: &dyn std::fmt::Display| ClientError::Unreachable { addr: self.addr.clone(), detail: e.to_string() };
-        let stream = TcpStream::connect(&self.addr).await.map_err(|e| unreachable(&e))?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| unreachable(&e))?;
-        let driver = tokio::spawn(conn);
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", &self.addr)
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|e| bad(method, path, &e.to_string()))?;
-        let resp = sender.send_request(req).await.map_err(|e| unreachable(&e))?;
-        let status = resp.status().as_u16();
-        let bytes = resp.into_body().collect().await.map_err(|e| bad(method, path, &e.to_string()))?.to_bytes();
-        driver.abort();
-        Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+        crate::http::exchange(&self.addr, method, path, body).await.map_err(|e| match e {
+            ExchangeError::Connect(detail) | ExchangeError::AfterSend(detail) => {
+                ClientError::Unreachable { addr: self.addr.clone(), detail }
+            }
+            ExchangeError::Malformed(detail) => bad(method, path, &detail),
+        })
     }
 }
 

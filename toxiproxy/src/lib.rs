@@ -6,6 +6,7 @@
 //! link    one proxied connection: two pumps applying the current toxics to every chunk
 //! toxic   the toxics: parsing, JSON, attributes
 //! client  the harness's async client: every status checked, every call timed out
+//! http    one JSON request per connection; tells "never sent" from "maybe delivered"
 //! error   ApiError (the API's answers)
 //! ```
 //!
@@ -15,6 +16,7 @@
 pub mod api;
 pub mod client;
 pub mod error;
+pub mod http;
 mod link;
 pub mod proxy;
 pub mod toxic;

@@ -1,0 +1,339 @@
+//! The vocabulary of a run, defined once and shared by the nodes, the supervisor, the vector
+//! store, the recorder and the checker: node-protocol messages (commands to a node, events from
+//! it) and the store's audit records. Everything here is plain serde data, versioned by
+//! [`PROTOCOL_VERSION`]; docs/node-protocol.md is the language-neutral description.
+
+use serde::{Deserialize, Serialize};
+
+/// The node protocol's version. A node announces it in `hello`; the supervisor refuses others.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The seven checkpoints of the tenant sync pipeline: number and name.
+pub const CHECKPOINTS: [(u8, &str); 7] = [
+    (1, "after-prepare"),
+    (2, "between-batches"),
+    (3, "before-create"),
+    (4, "after-create"),
+    (5, "before-switch"),
+    (6, "after-switch"),
+    (7, "before-persist"),
+];
+
+/// The name of checkpoint `n` (1..=7).
+#[must_use]
+pub fn checkpoint_name(n: u8) -> &'static str {
+    CHECKPOINTS.iter().find(|(k, _)| *k == n).map_or("unknown", |(_, name)| name)
+}
+
+/// Where fences come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FenceSource {
+    /// The lease's Redis counter (`INCR` on acquire).
+    Redis,
+    /// The store itself: one `begin_epoch` per acquisition, issued atomically by the store.
+    Store,
+}
+
+/// What the store does with a write under an old fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StorePolicy {
+    /// Reject a fence older than the newest seen for the tenant, and a second owner presenting
+    /// the newest fence.
+    Enforce,
+    /// Accept everything (shows what an unfenced store suffers).
+    Observe,
+}
+
+/// Lease durations sent to a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseTimings {
+    /// Lease ttl.
+    pub ttl_ms: u64,
+    /// Renewal interval.
+    pub renew_ms: u64,
+    /// Acquire wait.
+    pub acquire_wait_ms: u64,
+    /// Timeout of every Redis command.
+    pub command_timeout_ms: u64,
+}
+
+/// The shape of one sync round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineShape {
+    /// Embedding batches per round.
+    pub batches: u32,
+    /// Points per batch.
+    pub batch_size: u32,
+    /// Wall time of one model (embedding) call.
+    pub embed_ms: u64,
+    /// Wall time of preparing the round's input.
+    pub prepare_ms: u64,
+    /// Which checkpoints run `ensure_owned` (all seven in production).
+    pub checkpoints: Vec<u8>,
+    /// Checkpoints at which the node stops and waits for the harness's `go`.
+    pub sync_points: Vec<u8>,
+    /// Pause between rounds.
+    pub pause_ms: u64,
+}
+
+/// The node's configuration: the first line a node reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Protocol version the harness speaks.
+    pub protocol: u32,
+    /// Node id (`n1`, ...).
+    pub node: String,
+    /// Bumped on every restart of the node; part of every owner token.
+    pub incarnation: u64,
+    /// The tenant whose lease the nodes contend for.
+    pub tenant: String,
+    /// Redis URL (may carry a password: a node never logs it).
+    pub redis_url: String,
+    /// The vector store's address (`host:port`).
+    pub store_addr: String,
+    /// Lease durations.
+    pub lease: LeaseTimings,
+    /// Round shape.
+    pub pipeline: PipelineShape,
+    /// Where fences come from.
+    pub fence_source: FenceSource,
+    /// Seed for the node's own jitter (derived from the run's seed).
+    pub seed: u64,
+}
+
+/// A line the harness sends a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum NodeCommand {
+    /// The first line: who the node is and what it runs.
+    Config(Box<NodeConfig>),
+    /// Begin the round loop.
+    Start,
+    /// Finish: release if holding, say `stopped`, exit.
+    Stop,
+    /// Leave the sync point at `checkpoint`.
+    Go {
+        /// The checkpoint the node waits at.
+        checkpoint: u8,
+    },
+    /// Block the renewal thread (only) for `ms`.
+    StallRenewal {
+        /// How long.
+        ms: u64,
+    },
+}
+
+/// A store operation, as a node names it and as the audit log records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreOp {
+    /// Ask the store for this acquisition's fence (store-issued fences only).
+    BeginEpoch,
+    /// Create a temporary collection.
+    CreateCollection,
+    /// Write a batch of points.
+    Upsert,
+    /// Point the tenant's live alias at a collection.
+    SwitchAlias,
+    /// Write the tenant's sync record.
+    PersistRecord,
+    /// Drop a collection.
+    DropCollection,
+}
+
+impl StoreOp {
+    /// Whether the op changes the store (everything but `BeginEpoch`, which only issues a fence).
+    #[must_use]
+    pub fn is_write(self) -> bool {
+        self != StoreOp::BeginEpoch
+    }
+}
+
+/// What a node reports. Every event carries the node's CLOCK_MONOTONIC reading in ns (`mono_ns`,
+/// 0 where the language offers none) and its round number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEvent {
+    /// The node's monotonic clock, ns.
+    pub mono_ns: u64,
+    /// Round number, from 1; 0 before the first round.
+    pub round: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// The events of the node protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum EventKind {
+    /// The node read its configuration and speaks `protocol`.
+    Hello {
+        /// Protocol version.
+        protocol: u32,
+        /// Free text naming the implementation.
+        implementation: String,
+    },
+    /// An acquire began.
+    AcquireAttempt,
+    /// The lease is ours.
+    Acquired {
+        /// Owner token.
+        token: String,
+        /// The fence this acquisition's writes carry.
+        fence: u64,
+    },
+    /// The acquire wait ran out.
+    AcquireTimedOut {
+        /// The reason.
+        reason: String,
+    },
+    /// A renewal extended the lease.
+    Renewed {
+        /// Owner token.
+        token: String,
+    },
+    /// Ownership is lost (sticky).
+    OwnershipLost {
+        /// Owner token.
+        token: String,
+        /// Why (`held_by_other`, `renewal_failed`, `expired`, ...).
+        reason: String,
+        /// The checkpoint that saw it, if one did.
+        checkpoint: Option<u8>,
+    },
+    /// `ensure_owned` passed.
+    CheckpointPassed {
+        /// Owner token.
+        token: String,
+        /// 1..=7.
+        number: u8,
+    },
+    /// `ensure_owned` failed; the round is cancelled.
+    CheckpointFailed {
+        /// Owner token.
+        token: String,
+        /// 1..=7.
+        number: u8,
+        /// Why.
+        reason: String,
+    },
+    /// The node is about to leave checkpoint `number` and waits for `go`.
+    SyncPoint {
+        /// Owner token.
+        token: String,
+        /// 1..=7.
+        number: u8,
+    },
+    /// A model (embedding) call finished.
+    ModelCall {
+        /// Owner token.
+        token: String,
+        /// Batch index.
+        batch: u32,
+        /// Wall time.
+        ms: u64,
+    },
+    /// A store call was sent.
+    StoreCallSent {
+        /// Owner token.
+        token: String,
+        /// Fence carried.
+        fence: u64,
+        /// Operation.
+        op: StoreOp,
+        /// The node's id for the call (unique per node incarnation).
+        call: u64,
+    },
+    /// The store accepted it.
+    StoreCallAcked {
+        /// Owner token.
+        token: String,
+        /// Call id.
+        call: u64,
+    },
+    /// The store rejected it (fencing, or a bad request).
+    StoreCallRejected {
+        /// Owner token.
+        token: String,
+        /// Call id.
+        call: u64,
+        /// The store's reason.
+        reason: String,
+    },
+    /// No answer: it may or may not have landed.
+    StoreCallUnknown {
+        /// Owner token.
+        token: String,
+        /// Call id.
+        call: u64,
+        /// What happened.
+        detail: String,
+    },
+    /// The round was cancelled.
+    RoundAborted {
+        /// Owner token.
+        token: String,
+        /// Whether ownership loss caused it (else another failure).
+        lost: bool,
+        /// Why.
+        reason: String,
+    },
+    /// A round completed: the alias points at its collection and the record is persisted.
+    SyncFinished {
+        /// Owner token.
+        token: String,
+        /// Fence.
+        fence: u64,
+        /// The collection now live.
+        collection: String,
+    },
+    /// The lease was released.
+    Released {
+        /// Owner token.
+        token: String,
+        /// `deleted`, `not_owner`, `already_released`, or the error.
+        outcome: String,
+    },
+    /// The node stopped on `stop` (or stdin closed) and exits.
+    Stopped,
+    /// A node-level failure that is not a protocol event (cannot reach Redis, say).
+    Error {
+        /// What.
+        message: String,
+    },
+}
+
+/// One line of the store's audit log: every request, accepted or rejected, in arrival order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditRecord {
+    /// Arrival sequence, from 1, gap-free: the one order the checker trusts.
+    pub seq: u64,
+    /// The store's CLOCK_MONOTONIC at arrival, ns.
+    pub mono_ns: u64,
+    /// Tenant.
+    pub tenant: String,
+    /// Node id.
+    pub node: String,
+    /// Owner token.
+    pub token: String,
+    /// Fence presented (for `begin_epoch`: the fence issued).
+    pub fence: u64,
+    /// Operation.
+    pub op: StoreOp,
+    /// The collection concerned, if any.
+    pub collection: Option<String>,
+    /// Whether it was applied.
+    pub accepted: bool,
+    /// Why it was rejected.
+    pub reason: Option<String>,
+    /// For `switch_alias`: the alias version after the switch.
+    pub alias_version: Option<u64>,
+    /// The node's call id, to join with its events.
+    pub call: u64,
+}
