@@ -11,7 +11,7 @@ use tracing::{debug, warn};
 use crate::clock::{Clock, Spawn, TokioClock};
 use crate::config::{LeaseConfig, WAIT_SLACK};
 use crate::error::LeaseError;
-use crate::guard::{timed, LeaseGuard, Shared};
+use crate::guard::{timed, LeaseGuard, Observer, Shared};
 use crate::ownership::{Ownership, Timing};
 use crate::script::{AcquireReply, LeaseKeys, RedisOps};
 use crate::token::{OwnerToken, TokenSource};
@@ -24,6 +24,7 @@ pub struct LeaseClient<C> {
     clock: Arc<dyn Clock>,
     spawner: Option<Arc<dyn Spawn>>,
     rng: Mutex<StdRng>,
+    observer: Option<Observer>,
 }
 
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseClient<C> {
@@ -42,6 +43,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseClient<C> {
             clock: Arc::new(TokioClock),
             spawner: None,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            observer: None,
         })
     }
 
@@ -57,6 +59,13 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseClient<C> {
     #[must_use]
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Tell `observer` of renewals and losses of every lease this client acquires.
+    #[must_use]
+    pub fn with_observer(mut self, observer: impl Fn(&crate::guard::LeaseEvent) + Send + Sync + 'static) -> Self {
+        self.observer = Some(Arc::new(observer));
         self
     }
 
@@ -181,7 +190,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseClient<C> {
             cfg.clone(),
             self.clock.clone(),
             Ownership::acquired(timing, sent_at),
-        );
+        )
+        .with_observer(self.observer.clone());
         let handle;
         let spawner: &dyn Spawn = match &self.spawner {
             Some(s) => s.as_ref(),

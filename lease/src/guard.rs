@@ -55,6 +55,23 @@ pub enum Released {
     AlreadyReleased,
 }
 
+/// What a lease tells an observer, as it happens. For logs and test harnesses; the protocol
+/// itself never depends on an observer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseEvent {
+    /// A renewal extended the lease.
+    Renewed {
+        /// The acquisition's fence.
+        fence: u64,
+    },
+    /// Ownership was lost (the first, sticky loss).
+    Lost(Loss),
+}
+
+/// Receives `LeaseEvent`s. Called on the task that saw the event (the renewal task, or a
+/// checkpoint); it must not block.
+pub type Observer = Arc<dyn Fn(&LeaseEvent) + Send + Sync>;
+
 pub(crate) struct Shared {
     pub tenant: String,
     pub keys: LeaseKeys,
@@ -69,6 +86,7 @@ pub(crate) struct Shared {
     stop: CancellationToken,
     released: AtomicBool,
     counters: Counters,
+    observer: Option<Observer>,
 }
 
 impl Shared {
@@ -93,7 +111,13 @@ impl Shared {
             stop: CancellationToken::new(),
             released: AtomicBool::new(false),
             counters: Counters::default(),
+            observer: None,
         }
+    }
+
+    pub fn with_observer(mut self, observer: Option<Observer>) -> Self {
+        self.observer = observer;
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, Ownership> {
@@ -117,7 +141,18 @@ impl Shared {
                   reason = loss.reason.kind(), after_ms = loss.after.as_millis() as u64,
                   "lease ownership lost");
         }
-        loss.clone()
+        let loss = loss.clone();
+        drop(state);
+        if first {
+            self.notify(&LeaseEvent::Lost(loss.clone()));
+        }
+        loss
+    }
+
+    fn notify(&self, event: &LeaseEvent) {
+        if let Some(observer) = &self.observer {
+            observer(event);
+        }
     }
 
     fn loss(&self) -> Option<Loss> {
@@ -387,6 +422,7 @@ async fn renewal<C: ConnectionLike + Clone + Send + Sync + 'static>(s: Arc<Share
         match decision {
             None => {
                 s.counters.renewals.fetch_add(1, Ordering::Relaxed);
+                s.notify(&LeaseEvent::Renewed { fence: s.fence });
                 debug!(tenant = %s.tenant, fence = s.fence, "lease renewed");
             }
             Some(reason) => {

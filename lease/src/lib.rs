@@ -42,7 +42,7 @@ pub use config::{LeaseConfig, ReplicationGuard, DEFAULT_ACQUIRE_WAIT, DEFAULT_TT
 pub use error::LeaseError;
 #[cfg(feature = "flaws")]
 pub use flaw::Flaw;
-pub use guard::{GuardCounters, LeaseGuard, Released};
+pub use guard::{GuardCounters, LeaseEvent, LeaseGuard, Observer, Released};
 pub use ownership::{Loss, LossReason};
 pub use script::LeaseKeys;
 pub use token::{OwnerToken, TokenSource, UniqueTokens};

@@ -247,3 +247,28 @@ async fn invalid_config_is_rejected_at_construction() {
     let err = LeaseClient::new(redis.conn().await, bad, UniqueTokens::new("a", 1).unwrap()).err().unwrap();
     assert!(matches!(err, LeaseError::InvalidConfig { field: "renew_interval", .. }), "{err}");
 }
+
+#[tokio::test]
+async fn the_observer_hears_renewals_and_the_loss_exactly_once() {
+    let redis = RedisServer::start().unwrap();
+    let mut admin = redis.conn().await;
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = heard.clone();
+    let client = LeaseClient::new(redis.conn().await, config(), UniqueTokens::new("a", 1).unwrap())
+        .unwrap()
+        .with_observer(move |e: &redis_lease::LeaseEvent| sink.lock().unwrap().push(e.clone()));
+    let guard = client.acquire("t1").await.unwrap();
+    let renewed = eventually(TTL, async || {
+        heard.lock().unwrap().iter().any(|e| matches!(e, redis_lease::LeaseEvent::Renewed { .. }))
+    })
+    .await;
+    assert!(renewed, "no renewal heard within a ttl");
+    put(&mut admin, "t1", "intruder", 10_000).await;
+    assert!(guard.ensure_owned("after-prepare").await.is_err());
+    assert!(guard.ensure_owned("between-batches").await.is_err());
+    let losses: Vec<_> =
+        heard.lock().unwrap().iter().filter(|e| matches!(e, redis_lease::LeaseEvent::Lost(_))).cloned().collect();
+    assert_eq!(losses.len(), 1, "{losses:?}");
+    let redis_lease::LeaseEvent::Lost(loss) = &losses[0] else { unreachable!() };
+    assert_eq!(loss.reason, LossReason::HeldByOther);
+}
