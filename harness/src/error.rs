@@ -22,6 +22,12 @@ pub enum HarnessError {
         /// The environment variable that overrides the search.
         env: String,
     },
+    /// A node broke the node protocol (or could not speak it).
+    #[error("node protocol: {detail}")]
+    NodeProtocol {
+        /// What was wrong.
+        detail: String,
+    },
     /// Building an image failed.
     #[error("building image `{image}` failed: {detail}")]
     ImageBuild {

@@ -6,6 +6,7 @@
 //! error        HarnessError: every failure names its cause and fix
 //! docker       the Docker API connection (version negotiated), labels
 //! image        images built locally from files (no registry), tagged by content
+//! node         the reference node: the tenant sync job behind the node protocol
 //! store        the vector store: collections, alias, audit log (ground truth), fencing
 //! local_redis  a real redis-server process on a free loopback port (for the demo)
 //! demo         workers contending for one tenant's lease against a local Redis
@@ -20,6 +21,7 @@ pub mod docker;
 pub mod error;
 pub mod image;
 pub mod local_redis;
+pub mod node;
 pub mod store;
 
 // The harness is the production build of the node: it must never link a flawed lease. Cargo

@@ -23,6 +23,20 @@ enum Command {
         #[command(subcommand)]
         action: ImagesAction,
     },
+    /// Run as a node: the reference tenant-sync job, speaking the node protocol on stdin/stdout.
+    Node,
+    /// Run the vector store (the run's ground truth: its audit log).
+    VectorStore {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:7700")]
+        listen: String,
+        /// `enforce` rejects writes under an older fence; `observe` accepts everything.
+        #[arg(long, value_enum, default_value = "enforce")]
+        policy: PolicyArg,
+        /// Also append every audit record to this file (JSON lines).
+        #[arg(long)]
+        audit_file: Option<std::path::PathBuf>,
+    },
     /// Workers contend for one tenant's lease on a real Redis (a local redis-server by default).
     Demo {
         /// Use this Redis instead of starting a local redis-server.
@@ -39,6 +53,12 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         seconds: u64,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PolicyArg {
+    Enforce,
+    Observe,
 }
 
 #[derive(Subcommand)]
@@ -61,17 +81,49 @@ fn main() -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    match runtime.block_on(dispatch(cli.command)) {
+    let code = match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(3)
         }
-    }
+    };
+    // A node's stdin reader sits on a blocking thread that never returns by itself.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    code
 }
 
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Node => {
+            leasequake::node::run(tokio::io::stdin(), tokio::io::stdout()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::VectorStore { listen, policy, audit_file } => {
+            let policy = match policy {
+                PolicyArg::Enforce => leasequake_reports::history::StorePolicy::Enforce,
+                PolicyArg::Observe => leasequake_reports::history::StorePolicy::Observe,
+            };
+            let listener = tokio::net::TcpListener::bind(&listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen} (port in use? choose another with --listen)"))?;
+            let store = std::sync::Arc::new(
+                leasequake::store::Store::new(policy, audit_file.as_deref()).context("cannot create the audit file")?,
+            );
+            eprintln!("vector store listening on {}", listener.local_addr()?);
+            let cancel = CancellationToken::new();
+            let stop = cancel.clone();
+            tokio::spawn(async move {
+                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    Some(()) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => {}
+                }
+                stop.cancel();
+            });
+            leasequake::store::serve(listener, store, cancel).await;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Images { action: ImagesAction::Build } => {
             let docker = leasequake::docker::connect().await?;
             let spec = leasequake::image::ImageSpec::proxy()?;

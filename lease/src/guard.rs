@@ -61,11 +61,18 @@ pub enum Released {
 pub enum LeaseEvent {
     /// A renewal extended the lease.
     Renewed {
+        /// The acquisition's owner token.
+        token: OwnerToken,
         /// The acquisition's fence.
         fence: u64,
     },
     /// Ownership was lost (the first, sticky loss).
-    Lost(Loss),
+    Lost {
+        /// The acquisition's owner token.
+        token: OwnerToken,
+        /// The loss.
+        loss: Loss,
+    },
 }
 
 /// Receives `LeaseEvent`s. Called on the task that saw the event (the renewal task, or a
@@ -134,8 +141,13 @@ impl Shared {
     fn lose(&self, reason: LossReason, checkpoint: Option<&str>) -> Loss {
         let mut state = self.state();
         let (loss, first) = state.lose(reason, checkpoint, self.clock.now());
+        // A release ends ownership for good too, but it is the holder's own choice: no warning,
+        // and observers are not told of a loss.
+        let announce = first && loss.reason != LossReason::Released;
         if first {
             self.lost.cancel();
+        }
+        if announce {
             warn!(tenant = %self.tenant, token = %self.token, fence = self.fence,
                   checkpoint = loss.checkpoint.as_deref().unwrap_or("-"),
                   reason = loss.reason.kind(), after_ms = loss.after.as_millis() as u64,
@@ -143,8 +155,8 @@ impl Shared {
         }
         let loss = loss.clone();
         drop(state);
-        if first {
-            self.notify(&LeaseEvent::Lost(loss.clone()));
+        if announce {
+            self.notify(&LeaseEvent::Lost { token: self.token.clone(), loss: loss.clone() });
         }
         loss
     }
@@ -422,7 +434,7 @@ async fn renewal<C: ConnectionLike + Clone + Send + Sync + 'static>(s: Arc<Share
         match decision {
             None => {
                 s.counters.renewals.fetch_add(1, Ordering::Relaxed);
-                s.notify(&LeaseEvent::Renewed { fence: s.fence });
+                s.notify(&LeaseEvent::Renewed { token: s.token.clone(), fence: s.fence });
                 debug!(tenant = %s.tenant, fence = s.fence, "lease renewed");
             }
             Some(reason) => {

@@ -78,6 +78,8 @@ pub struct PipelineShape {
     pub sync_points: Vec<u8>,
     /// Pause between rounds.
     pub pause_ms: u64,
+    /// Timeout of one store call (past it the outcome is unknown).
+    pub store_timeout_ms: u64,
 }
 
 /// The node's configuration: the first line a node reads.

@@ -266,9 +266,13 @@ async fn the_observer_hears_renewals_and_the_loss_exactly_once() {
     put(&mut admin, "t1", "intruder", 10_000).await;
     assert!(guard.ensure_owned("after-prepare").await.is_err());
     assert!(guard.ensure_owned("between-batches").await.is_err());
+    // A release is the holder's choice, not a loss: observers hear nothing of it.
+    let other = client.acquire("t2").await.unwrap();
+    other.release().await.unwrap();
     let losses: Vec<_> =
-        heard.lock().unwrap().iter().filter(|e| matches!(e, redis_lease::LeaseEvent::Lost(_))).cloned().collect();
+        heard.lock().unwrap().iter().filter(|e| matches!(e, redis_lease::LeaseEvent::Lost { .. })).cloned().collect();
     assert_eq!(losses.len(), 1, "{losses:?}");
-    let redis_lease::LeaseEvent::Lost(loss) = &losses[0] else { unreachable!() };
+    let redis_lease::LeaseEvent::Lost { loss, token } = &losses[0] else { unreachable!() };
+    assert_eq!(token, guard.token());
     assert_eq!(loss.reason, LossReason::HeldByOther);
 }
