@@ -7,6 +7,7 @@
 //! docker       the Docker API connection (version negotiated), labels
 //! image        images built locally from files (no registry), tagged by content
 //! node         the reference node: the tenant sync job behind the node protocol
+//! supervisor   node processes: process groups, protocol lines, receipt stamps, signals
 //! store        the vector store: collections, alias, audit log (ground truth), fencing
 //! local_redis  a real redis-server process on a free loopback port (for the demo)
 //! demo         workers contending for one tenant's lease against a local Redis
@@ -23,6 +24,7 @@ pub mod image;
 pub mod local_redis;
 pub mod node;
 pub mod store;
+pub mod supervisor;
 
 // The harness is the production build of the node: it must never link a flawed lease. Cargo
 // unifies features across a build, so one `redis-lease/flaws` on any dependency line would leak

@@ -2,3 +2,5 @@
 
 mod demo;
 mod image;
+mod nodes;
+mod protocol_doc;

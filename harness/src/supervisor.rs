@@ -1,0 +1,195 @@
+//! Runs nodes as OS processes, each in its own process group, and speaks the node protocol to
+//! them: sends the configuration and commands as JSON lines on stdin, reads events from stdout
+//! and stamps each on receipt with CLOCK_MONOTONIC. A line that is not a protocol event is
+//! reported as such (the run is then inconclusive), never crashed into. Any executable can be a
+//! node. Signals (SIGSTOP, SIGCONT, SIGKILL) go to the node's whole process group; dropping a
+//! `NodeProcess` kills the group.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use leasequake_reports::history::{EventKind, NodeCommand, NodeConfig, NodeEvent, PROTOCOL_VERSION};
+use rustix::process::{kill_process_group, Pid, Signal};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, LinesCodec};
+
+use crate::clock::mono_ns;
+use crate::error::HarnessError;
+
+const LINE_LIMIT: usize = 1 << 20;
+const COMMAND_QUEUE: usize = 256;
+
+/// One line a node wrote, as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// Node id.
+    pub node: String,
+    /// The harness's CLOCK_MONOTONIC at receipt, ns.
+    pub received_ns: u64,
+    /// The event, or the raw line and why it is not one.
+    pub line: Result<NodeEvent, Garbage>,
+}
+
+/// A line that is not a protocol event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Garbage {
+    /// The line (cut at 200 characters).
+    pub raw: String,
+    /// Why it was refused.
+    pub why: String,
+}
+
+/// A running node.
+pub struct NodeProcess {
+    node: String,
+    child: Child,
+    pid: i32,
+    commands: mpsc::Sender<NodeCommand>,
+}
+
+impl NodeProcess {
+    /// Starts `command` (program and arguments) as node `config.node`, sends it `config`, and
+    /// forwards what it writes to `events`. Its stderr goes to `stderr` (a log file, say).
+    pub fn spawn(
+        command: &[String],
+        config: NodeConfig,
+        events: mpsc::Sender<Received>,
+        stderr: Stdio,
+    ) -> Result<Self, HarnessError> {
+        let node = config.node.clone();
+        let failed = |detail: String| HarnessError::NodeProtocol { detail };
+        let (program, args) = command.split_first().ok_or_else(|| failed("empty node command".into()))?;
+        let mut child = Command::new(program)
+            .args(args)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| failed(format!("cannot start node {node} with `{}`: {e}", command.join(" "))))?;
+        let pid = child
+            .id()
+            .and_then(|p| i32::try_from(p).ok())
+            .ok_or_else(|| failed(format!("node {node} exited at once")))?;
+        let mut stdin = child.stdin.take().ok_or_else(|| failed("no stdin pipe".into()))?;
+        let stdout = child.stdout.take().ok_or_else(|| failed("no stdout pipe".into()))?;
+
+        let (tx, mut rx) = mpsc::channel::<NodeCommand>(COMMAND_QUEUE);
+        // Writer: ends (closing the node's stdin) when the NodeProcess is dropped.
+        tokio::spawn(async move {
+            while let Some(cmd) = rx.recv().await {
+                let mut line = serde_json::to_string(&cmd).unwrap_or_default();
+                line.push('\n');
+                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+                    return;
+                }
+            }
+        });
+        // Reader: ends at the node's EOF.
+        let name = node.clone();
+        tokio::spawn(async move {
+            let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(LINE_LIMIT));
+            while let Some(line) = lines.next().await {
+                let received_ns = mono_ns();
+                let line = match line {
+                    Ok(l) => parse_event(&l),
+                    Err(e) => Err(Garbage { raw: String::new(), why: e.to_string() }),
+                };
+                if events.send(Received { node: name.clone(), received_ns, line }).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let process = Self { node, child, pid, commands: tx };
+        process.send(NodeCommand::Config(Box::new(config)))?;
+        Ok(process)
+    }
+
+    /// The node's id.
+    #[must_use]
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The node's process (and group) id.
+    #[must_use]
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Queues a command for the node.
+    pub fn send(&self, command: NodeCommand) -> Result<(), HarnessError> {
+        self.commands
+            .try_send(command)
+            .map_err(|e| HarnessError::NodeProtocol { detail: format!("cannot send to node {}: {e}", self.node) })
+    }
+
+    /// Sends `signal` to the node's process group (SIGSTOP freezes it, renewal included).
+    pub fn signal(&self, signal: Signal) -> Result<(), HarnessError> {
+        let pid = Pid::from_raw(self.pid).ok_or_else(|| HarnessError::NodeProtocol { detail: "bad pid".into() })?;
+        kill_process_group(pid, signal)
+            .map_err(|e| HarnessError::NodeProtocol { detail: format!("cannot signal node {}: {e}", self.node) })
+    }
+
+    /// Asks the node to stop and waits up to `grace` for it to exit; kills the group after.
+    /// Returns whether it exited by itself.
+    pub async fn stop(mut self, grace: Duration) -> bool {
+        let _ = self.signal(Signal::CONT); // a paused node cannot hear `stop`
+        let _ = self.send(NodeCommand::Stop);
+        let exited = tokio::time::timeout(grace, self.child.wait()).await.is_ok();
+        if !exited {
+            let _ = self.signal(Signal::KILL);
+            let _ = self.child.wait().await;
+        }
+        exited
+    }
+
+    /// Kills the node's group (SIGKILL) and reaps it.
+    pub async fn kill(mut self) {
+        let _ = self.signal(Signal::KILL);
+        let _ = self.child.wait().await;
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        // The backstop: the whole group, not just the leader.
+        if let Some(pid) = Pid::from_raw(self.pid) {
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
+    }
+}
+
+/// Parses one node line; anything not an event of this protocol version is garbage.
+pub fn parse_event(line: &str) -> Result<NodeEvent, Garbage> {
+    let garbage = |why: String| Garbage { raw: line.chars().take(200).collect(), why };
+    let event: NodeEvent = serde_json::from_str(line).map_err(|e| garbage(e.to_string()))?;
+    if let EventKind::Hello { protocol, .. } = &event.kind {
+        if *protocol != PROTOCOL_VERSION {
+            return Err(garbage(format!("node speaks protocol {protocol}, the harness {PROTOCOL_VERSION}")));
+        }
+    }
+    Ok(event)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_event;
+
+    #[test]
+    fn garbage_and_unknown_events_are_refused_with_the_reason() {
+        assert!(parse_event(r#"{"mono_ns":1,"round":0,"type":"stopped"}"#).is_ok());
+        let unknown = parse_event(r#"{"mono_ns":1,"round":0,"type":"teleported"}"#).unwrap_err();
+        assert!(unknown.why.contains("teleported"), "{unknown:?}");
+        let extra = parse_event(r#"{"mono_ns":1,"round":0,"type":"acquired","token":"a","fence":1,"bonus":2}"#);
+        assert!(extra.is_err(), "unknown fields are refused");
+        assert!(parse_event("hello world").is_err());
+        let old =
+            parse_event(r#"{"mono_ns":1,"round":0,"type":"hello","protocol":0,"implementation":"x"}"#).unwrap_err();
+        assert!(old.why.contains("protocol 0"));
+    }
+}

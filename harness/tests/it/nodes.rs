@@ -1,0 +1,248 @@
+//! Nodes as real processes against a real Redis and a real store: turns, sync points, SIGSTOP
+//! with and without fencing, garbage on stdout, and a node outliving its parent.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasequake::local_redis::LocalRedis;
+use leasequake::store::{self, Store};
+use leasequake::supervisor::{NodeProcess, Received};
+use leasequake_reports::history::{
+    AuditRecord, EventKind, FenceSource, LeaseTimings, NodeCommand, NodeConfig, PipelineShape, StoreOp, StorePolicy,
+};
+use rustix::process::Signal;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+struct Bench {
+    redis: LocalRedis,
+    store: Arc<Store>,
+    store_addr: String,
+    cancel: CancellationToken,
+    events: mpsc::Receiver<Received>,
+    tx: mpsc::Sender<Received>,
+    history: Vec<Received>,
+}
+
+impl Bench {
+    async fn start(policy: StorePolicy) -> Self {
+        let redis = LocalRedis::start().await.unwrap();
+        let store = Arc::new(Store::new(policy, None).unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let store_addr = listener.local_addr().unwrap().to_string();
+        let cancel = CancellationToken::new();
+        tokio::spawn(store::serve(listener, store.clone(), cancel.clone()));
+        let (tx, events) = mpsc::channel(65_536);
+        Self { redis, store, store_addr, cancel, events, tx, history: Vec::new() }
+    }
+
+    fn config(&self, node: &str, sync_points: Vec<u8>) -> NodeConfig {
+        NodeConfig {
+            protocol: 1,
+            node: node.into(),
+            incarnation: 1,
+            tenant: "t1".into(),
+            redis_url: self.redis.url(),
+            store_addr: self.store_addr.clone(),
+            lease: LeaseTimings { ttl_ms: 1500, renew_ms: 500, acquire_wait_ms: 400, command_timeout_ms: 100 },
+            pipeline: PipelineShape {
+                batches: 2,
+                batch_size: 8,
+                embed_ms: 20,
+                prepare_ms: 10,
+                checkpoints: vec![1, 2, 3, 4, 5, 6, 7],
+                sync_points,
+                pause_ms: 30,
+                store_timeout_ms: 2000,
+            },
+            fence_source: FenceSource::Redis,
+            seed: 1,
+        }
+    }
+
+    fn spawn(&self, config: NodeConfig) -> NodeProcess {
+        let cmd = vec![env!("CARGO_BIN_EXE_leasequake").to_owned(), "node".to_owned()];
+        NodeProcess::spawn(&cmd, config, self.tx.clone(), Stdio::null()).unwrap()
+    }
+
+    /// Waits (at most `limit`) for an event of `node` matching `pred`; keeps every event.
+    async fn wait_for(&mut self, node: &str, limit: Duration, pred: impl Fn(&EventKind) -> bool) -> EventKind {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let got = tokio::time::timeout_at(deadline, self.events.recv()).await;
+            let r = got.unwrap_or_else(|_| panic!("{node}: no matching event within {limit:?}")).unwrap();
+            self.history.push(r.clone());
+            if let (true, Ok(e)) = (r.node == node, &r.line) {
+                if pred(&e.kind) {
+                    return e.kind.clone();
+                }
+            }
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Ok(r) = self.events.try_recv() {
+            self.history.push(r);
+        }
+    }
+
+    fn audit(&self) -> Vec<AuditRecord> {
+        self.store.audit_after(0)
+    }
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Every store call a node saw acknowledged is an accepted audit record, and the audit is gap-free.
+fn assert_audit_accounts_for_every_ack(history: &[Received], audit: &[AuditRecord]) {
+    assert!(audit.iter().enumerate().all(|(i, r)| r.seq == i as u64 + 1), "arrival sequence has a gap");
+    for r in history {
+        if let Ok(e) = &r.line {
+            if let EventKind::StoreCallAcked { call, .. } = e.kind {
+                assert!(
+                    audit.iter().any(|a| a.node == r.node && a.call == call && a.accepted),
+                    "{} call {call} was acked but is not in the audit log",
+                    r.node
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_nodes_take_turns_and_both_finish_syncs() {
+    let mut b = Bench::start(StorePolicy::Enforce).await;
+    let n1 = b.spawn(b.config("n1", vec![]));
+    let n2 = b.spawn(b.config("n2", vec![]));
+    for n in [&n1, &n2] {
+        n.send(NodeCommand::Start).unwrap();
+    }
+    let finished = |e: &EventKind| matches!(e, EventKind::SyncFinished { .. });
+    b.wait_for("n1", Duration::from_secs(20), finished).await;
+    b.wait_for("n2", Duration::from_secs(20), finished).await;
+    assert!(n1.stop(Duration::from_secs(5)).await && n2.stop(Duration::from_secs(5)).await, "nodes stop on request");
+    b.drain();
+    let audit = b.audit();
+    assert_audit_accounts_for_every_ack(&b.history, &audit);
+    let fences: Vec<u64> = audit.iter().filter(|a| a.op == StoreOp::SwitchAlias).map(|a| a.fence).collect();
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "alias switches under rising fences: {fences:?}");
+    assert!(b.history.iter().all(|r| r.line.is_ok()), "the reference node speaks only protocol lines");
+}
+
+#[tokio::test]
+async fn a_sync_point_holds_the_node_until_go() {
+    let mut b = Bench::start(StorePolicy::Enforce).await;
+    let n1 = b.spawn(b.config("n1", vec![7]));
+    n1.send(NodeCommand::Start).unwrap();
+    b.wait_for("n1", Duration::from_secs(10), |e| matches!(e, EventKind::SyncPoint { number: 7, .. })).await;
+    // Held: no persist is sent while the node waits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    b.drain();
+    let persists = |h: &[Received]| {
+        h.iter().filter(|r| matches!(&r.line, Ok(e) if matches!(e.kind, EventKind::StoreCallSent { op: StoreOp::PersistRecord, .. }))).count()
+    };
+    assert_eq!(persists(&b.history), 0);
+    n1.send(NodeCommand::Go { checkpoint: 7 }).unwrap();
+    b.wait_for("n1", Duration::from_secs(5), |e| matches!(e, EventKind::SyncFinished { .. })).await;
+    assert_eq!(persists(&b.history), 1);
+    n1.kill().await;
+}
+
+/// n1 is frozen (SIGSTOP) right after passing checkpoint 7; n2 takes over and syncs; n1 resumes
+/// and sends its persist under the old fence. Returns n1's persist audit record and n2's fence.
+async fn frozen_owner_writes_late(policy: StorePolicy) -> (AuditRecord, u64, Vec<AuditRecord>) {
+    let mut b = Bench::start(policy).await;
+    let n1 = b.spawn(b.config("n1", vec![7]));
+    n1.send(NodeCommand::Start).unwrap();
+    b.wait_for("n1", Duration::from_secs(10), |e| matches!(e, EventKind::SyncPoint { number: 7, .. })).await;
+    n1.signal(Signal::STOP).unwrap();
+    n1.send(NodeCommand::Go { checkpoint: 7 }).unwrap(); // waits in the pipe while n1 is frozen
+    let n2 = b.spawn(b.config("n2", vec![]));
+    n2.send(NodeCommand::Start).unwrap();
+    let acquired = b.wait_for("n2", Duration::from_secs(15), |e| matches!(e, EventKind::Acquired { .. })).await;
+    let EventKind::Acquired { fence: n2_fence, .. } = acquired else { unreachable!() };
+    b.wait_for("n2", Duration::from_secs(15), |e| matches!(e, EventKind::SyncFinished { .. })).await;
+    n1.signal(Signal::CONT).unwrap();
+    let persist_answered =
+        |e: &EventKind| matches!(e, EventKind::StoreCallAcked { .. } | EventKind::StoreCallRejected { .. });
+    b.wait_for("n1", Duration::from_secs(10), persist_answered).await;
+    n1.kill().await;
+    n2.kill().await;
+    b.drain();
+    let audit = b.audit();
+    assert_audit_accounts_for_every_ack(&b.history, &audit);
+    let late = audit.iter().find(|a| a.node == "n1" && a.op == StoreOp::PersistRecord).cloned().unwrap();
+    (late, n2_fence, audit)
+}
+
+#[tokio::test]
+async fn a_frozen_owners_late_write_is_rejected_when_the_store_enforces_fences() {
+    let (late, n2_fence, _) = frozen_owner_writes_late(StorePolicy::Enforce).await;
+    assert!(late.fence < n2_fence);
+    assert!(!late.accepted, "{late:?}");
+    assert!(late.reason.as_deref().unwrap_or("").contains("stale fence"), "{late:?}");
+}
+
+#[tokio::test]
+async fn a_frozen_owners_late_write_lands_when_the_store_only_observes() {
+    let (late, n2_fence, audit) = frozen_owner_writes_late(StorePolicy::Observe).await;
+    assert!(late.fence < n2_fence);
+    assert!(late.accepted, "{late:?}");
+    let newer = audit.iter().find(|a| a.node == "n2" && a.accepted).unwrap();
+    assert!(newer.seq < late.seq, "the stale write landed after the newer owner's: the hazard, shown");
+}
+
+#[tokio::test]
+async fn a_malformed_node_line_is_reported_not_crashed_into() {
+    let (tx, mut rx) = mpsc::channel(16);
+    let script = r#"read cfg; echo 'this is not json'; echo '{"mono_ns":1,"round":0,"type":"stopped"}'"#;
+    let cmd = ["sh", "-c", script].map(str::to_owned);
+    let b = Bench::start(StorePolicy::Enforce).await;
+    let n = NodeProcess::spawn(&cmd, b.config("x", vec![]), tx, Stdio::null()).unwrap();
+    let first = rx.recv().await.unwrap();
+    let garbage = first.line.unwrap_err();
+    assert_eq!(garbage.raw, "this is not json");
+    let second = rx.recv().await.unwrap();
+    assert!(matches!(second.line.unwrap().kind, EventKind::Stopped));
+    n.kill().await;
+}
+
+#[tokio::test]
+async fn a_node_exits_when_its_parent_goes_away() {
+    use std::io::{BufRead, Write};
+    let b = Bench::start(StorePolicy::Enforce).await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("node")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let config = NodeCommand::Config(Box::new(b.config("n1", vec![])));
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{}", serde_json::to_string(&config).unwrap()).unwrap();
+    writeln!(stdin, "{}", serde_json::to_string(&NodeCommand::Start).unwrap()).unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut hello = String::new();
+    out.read_line(&mut hello).unwrap();
+    assert!(hello.contains("\"hello\""), "{hello}");
+    drop(stdin); // what the parent's death does to the pipe
+    let exited = tokio::task::spawn_blocking(move || {
+        for _ in 0..100 {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        None
+    })
+    .await
+    .unwrap();
+    assert!(exited.is_some_and(|s| s.success()), "the node did not exit within 5 s of losing its parent");
+}
