@@ -246,3 +246,86 @@ async fn a_node_exits_when_its_parent_goes_away() {
     .unwrap();
     assert!(exited.is_some_and(|s| s.success()), "the node did not exit within 5 s of losing its parent");
 }
+
+fn python_node() -> Vec<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let python = root.join("target/python-node-venv/bin/python");
+    assert!(python.is_file(), "{} is missing: run scripts/deps (it creates the venv with redis-py)", python.display());
+    vec![python.display().to_string(), root.join("harness/tests/python-node/node.py").display().to_string()]
+}
+
+fn reference_node() -> Vec<String> {
+    vec![env!("CARGO_BIN_EXE_leasequake").to_owned(), "node".to_owned()]
+}
+
+/// The doc's example commands, with this bench's addresses.
+fn doc_commands(b: &Bench) -> Vec<NodeCommand> {
+    let doc = include_str!("../../../docs/node-protocol.md");
+    doc.split("```json command\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap_or("").trim())
+        .map(|line| match serde_json::from_str::<NodeCommand>(line).unwrap() {
+            NodeCommand::Config(mut c) => {
+                c.redis_url = b.redis.url();
+                c.store_addr = b.store_addr.clone();
+                NodeCommand::Config(c)
+            }
+            other => other,
+        })
+        .collect()
+}
+
+/// Feeds a node the doc's config, start and (at its sync point) go and stop; returns the event
+/// types it answered with, in order.
+async fn answers_to_the_doc_examples(command: Vec<String>) -> Vec<String> {
+    let mut b = Bench::start(StorePolicy::Enforce).await;
+    let cmds = doc_commands(&b);
+    let by_type = |t: &str| cmds.iter().find(|c| serde_json::to_value(c).unwrap()["type"] == t).cloned().unwrap();
+    let NodeCommand::Config(config) = by_type("config") else { unreachable!() };
+    let n = NodeProcess::spawn(&command, *config, b.tx.clone(), Stdio::null()).unwrap();
+    n.send(by_type("start")).unwrap();
+    b.wait_for("n1", Duration::from_secs(20), |e| matches!(e, EventKind::SyncPoint { number: 7, .. })).await;
+    n.send(by_type("go")).unwrap();
+    b.wait_for("n1", Duration::from_secs(10), |e| matches!(e, EventKind::Released { .. })).await;
+    n.send(by_type("stop")).unwrap();
+    b.wait_for("n1", Duration::from_secs(10), |e| matches!(e, EventKind::Stopped)).await;
+    n.kill().await;
+    assert!(b.history.iter().all(|r| r.line.is_ok()), "garbage from {command:?}: {:?}", b.history);
+    assert_audit_accounts_for_every_ack(&b.history, &b.audit());
+    b.history
+        .iter()
+        .filter_map(|r| r.line.as_ref().ok())
+        .map(|e| serde_json::to_value(e).unwrap()["type"].as_str().unwrap().to_owned())
+        .filter(|t| t != "renewed") // timing-dependent
+        .collect()
+}
+
+#[tokio::test]
+async fn the_doc_examples_get_the_same_answers_from_the_reference_and_the_python_node() {
+    let reference = answers_to_the_doc_examples(reference_node()).await;
+    let python = answers_to_the_doc_examples(python_node()).await;
+    assert_eq!(reference.first().map(String::as_str), Some("hello"));
+    assert!(reference.contains(&"sync_finished".to_owned()), "{reference:?}");
+    assert_eq!(reference, python, "the two implementations answered the same commands differently");
+}
+
+#[tokio::test]
+async fn a_python_node_and_the_reference_node_take_turns() {
+    let mut b = Bench::start(StorePolicy::Enforce).await;
+    let rust = NodeProcess::spawn(&reference_node(), b.config("rs", vec![]), b.tx.clone(), Stdio::null()).unwrap();
+    let py = NodeProcess::spawn(&python_node(), b.config("py", vec![]), b.tx.clone(), Stdio::null()).unwrap();
+    for n in [&rust, &py] {
+        n.send(NodeCommand::Start).unwrap();
+    }
+    let finished = |e: &EventKind| matches!(e, EventKind::SyncFinished { .. });
+    b.wait_for("py", Duration::from_secs(30), finished).await;
+    b.wait_for("rs", Duration::from_secs(30), finished).await;
+    assert!(py.stop(Duration::from_secs(5)).await, "the python node stops on request");
+    rust.stop(Duration::from_secs(5)).await;
+    b.drain();
+    assert!(b.history.iter().all(|r| r.line.is_ok()), "garbage: {:?}", b.history.iter().find(|r| r.line.is_err()));
+    assert_audit_accounts_for_every_ack(&b.history, &b.audit());
+    let fences: Vec<u64> =
+        b.audit().iter().filter(|a| a.op == StoreOp::SwitchAlias && a.accepted).map(|a| a.fence).collect();
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+}
