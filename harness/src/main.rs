@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use leasequake::demo::{self, DemoConfig};
 use leasequake::local_redis::LocalRedis;
+use leasequake_reports::history::{FenceSource, StorePolicy};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
@@ -37,21 +38,33 @@ enum Command {
         #[arg(long)]
         audit_file: Option<std::path::PathBuf>,
     },
-    /// Workers contend for one tenant's lease on a real Redis (a local redis-server by default).
+    /// Nodes contend for one tenant's lease on a real Redis and write to a real store; then every
+    /// acknowledged write is looked up in the store's audit log.
     Demo {
         /// Use this Redis instead of starting a local redis-server.
         #[arg(long)]
         redis: Option<String>,
+        /// How many nodes.
         #[arg(long, default_value_t = 3)]
-        workers: u32,
+        nodes: u32,
+        /// The node command (default: this binary's reference node), e.g.
+        /// "target/python-node-venv/bin/python harness/tests/python-node/node.py".
+        #[arg(long)]
+        node_cmd: Option<String>,
         #[arg(long, default_value = "tenant-a")]
         tenant: String,
         /// Lease ttl in ms (production: 120000; the other durations keep its ratios).
         #[arg(long, default_value_t = 1500)]
         ttl_ms: u64,
         /// How long to run, in seconds.
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 10)]
         seconds: u64,
+        /// Store fencing policy.
+        #[arg(long, value_enum, default_value = "enforce")]
+        policy: PolicyArg,
+        /// Take fences from the store (`begin epoch`) instead of the lease's Redis counter.
+        #[arg(long)]
+        store_fences: bool,
     },
 }
 
@@ -59,6 +72,15 @@ enum Command {
 enum PolicyArg {
     Enforce,
     Observe,
+}
+
+impl From<PolicyArg> for StorePolicy {
+    fn from(p: PolicyArg) -> Self {
+        match p {
+            PolicyArg::Enforce => StorePolicy::Enforce,
+            PolicyArg::Observe => StorePolicy::Observe,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -100,10 +122,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::VectorStore { listen, policy, audit_file } => {
-            let policy = match policy {
-                PolicyArg::Enforce => leasequake_reports::history::StorePolicy::Enforce,
-                PolicyArg::Observe => leasequake_reports::history::StorePolicy::Observe,
-            };
+            let policy: StorePolicy = policy.into();
             let listener = tokio::net::TcpListener::bind(&listen)
                 .await
                 .with_context(|| format!("cannot listen on {listen} (port in use? choose another with --listen)"))?;
@@ -137,12 +156,16 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo { redis, workers, tenant, ttl_ms, seconds } => {
+        Command::Demo { redis, nodes, node_cmd, tenant, ttl_ms, seconds, policy, store_fences } => {
             let local = match redis {
                 Some(_) => None,
                 None => Some(LocalRedis::start().await?),
             };
             let redis_url = redis.or_else(|| local.as_ref().map(LocalRedis::url)).context("no Redis")?;
+            let node_cmd = match node_cmd {
+                Some(cmd) => cmd.split_whitespace().map(str::to_owned).collect(),
+                None => vec![std::env::current_exe()?.display().to_string(), "node".to_owned()],
+            };
             let cancel = CancellationToken::new();
             let ctrl_c = cancel.clone();
             tokio::spawn(async move {
@@ -152,24 +175,50 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             });
             let cfg = DemoConfig {
                 redis_url,
-                workers,
+                node_cmd,
+                nodes,
                 tenant,
                 ttl: Duration::from_millis(ttl_ms),
                 duration: Duration::from_secs(seconds),
-                step: Duration::from_millis(ttl_ms / 30),
+                policy: policy.into(),
+                fence_source: if store_fences { FenceSource::Store } else { FenceSource::Redis },
             };
-            println!("demo: {workers} workers, tenant {}, ttl {ttl_ms} ms, {seconds} s", cfg.tenant);
-            let syncs = demo::run(cfg, cancel).await;
+            println!(
+                "demo: {nodes} nodes (`{}`), tenant {}, ttl {ttl_ms} ms, {seconds} s",
+                cfg.node_cmd.join(" "),
+                cfg.tenant
+            );
+            let tally = demo::run(cfg, cancel).await;
             if let Some(local) = local {
                 local.stop().await;
             }
-            let syncs = syncs?;
-            for s in &syncs {
-                println!("sync  worker w{}  fence {}", s.worker, s.fence);
+            let t = tally?;
+            for (node, syncs) in &t.syncs {
+                let lost = t.lost_rounds.get(node).copied().unwrap_or(0);
+                let other = t.other_aborts.get(node).copied().unwrap_or(0);
+                println!("{node}  {syncs} syncs finished, {lost} rounds aborted by ownership loss, {other} by other failures");
             }
-            let rising = syncs.windows(2).all(|w| w[0].fence < w[1].fence);
-            println!("{} syncs, fences {}", syncs.len(), if rising { "strictly rising" } else { "NOT RISING" });
-            Ok(if rising && !syncs.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            println!(
+                "store: {} audit records; {} acknowledged writes, {} missing from the audit log; {} unreadable node lines",
+                t.audit_records,
+                t.acked,
+                t.unaccounted.len(),
+                t.garbage
+            );
+            let rising = t.alias_fences.windows(2).all(|w| w[0] < w[1]);
+            println!(
+                "alias switched {} times, fences {}",
+                t.alias_fences.len(),
+                if rising { "strictly rising" } else { "NOT RISING" }
+            );
+            println!("{}", if t.healthy() { "OK: every write accounted for" } else { "NOT OK" });
+            Ok(if t.garbage > 0 {
+                ExitCode::from(3)
+            } else if t.healthy() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
     }
 }

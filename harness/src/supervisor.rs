@@ -70,7 +70,9 @@ impl NodeProcess {
             .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| failed(format!("cannot start node {node} with `{}`: {e}", command.join(" "))))?;
+            .map_err(|e| {
+                failed(format!("cannot start node {node} with `{}`: {e} (check the node command)", command.join(" ")))
+            })?;
         let pid = child
             .id()
             .and_then(|p| i32::try_from(p).ok())
