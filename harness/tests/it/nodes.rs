@@ -320,3 +320,28 @@ async fn a_python_node_and_the_reference_node_take_turns() {
         b.audit().iter().filter(|a| a.op == StoreOp::SwitchAlias && a.accepted).map(|a| a.fence).collect();
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
 }
+
+#[tokio::test]
+async fn a_stalled_renewal_thread_makes_the_node_stop_its_round_before_writing() {
+    // The production incident: renewal pauses while the pipeline runs on.
+    let mut b = Bench::start(StorePolicy::Enforce).await;
+    let n1 = b.spawn(b.config("n1", vec![1]));
+    n1.send(NodeCommand::Start).unwrap();
+    let at = b.wait_for("n1", Duration::from_secs(10), |e| matches!(e, EventKind::SyncPoint { number: 1, .. })).await;
+    let EventKind::SyncPoint { token, .. } = at else { unreachable!() };
+    n1.send(NodeCommand::StallRenewal { ms: 4000 }).unwrap();
+    // Let the lease's validity (ttl 1500 ms) run out with renewal frozen: the duration under test.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    n1.send(NodeCommand::Go { checkpoint: 1 }).unwrap();
+    let aborted = b.wait_for("n1", Duration::from_secs(10), |e| matches!(e, EventKind::RoundAborted { .. })).await;
+    assert!(matches!(&aborted, EventKind::RoundAborted { lost: true, token: t, .. } if *t == token), "{aborted:?}");
+    n1.kill().await;
+    b.drain();
+    let lost = b.history.iter().filter_map(|r| r.line.as_ref().ok()).find_map(|e| match &e.kind {
+        EventKind::OwnershipLost { token: t, reason, .. } if *t == token => Some(reason.clone()),
+        _ => None,
+    });
+    assert_eq!(lost.as_deref(), Some("expired"), "the node's own deadline caught it, not Redis");
+    let writes = b.audit().iter().filter(|a| a.token == token && a.op.is_write()).count();
+    assert_eq!(writes, 0, "no store write under the expired lease");
+}
