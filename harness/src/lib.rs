@@ -2,6 +2,7 @@
 //! job never lets a stale node write after a newer owner.
 //!
 //! ```text
+//! check        the checker: history in, verdicts and metrics out (pure)
 //! clock        CLOCK_MONOTONIC ns, the one time base
 //! error        HarnessError: every failure names its cause and fix
 //! docker       the Docker API connection (version negotiated), labels
@@ -16,6 +17,7 @@
 //! The environment (containers), nodes, faults, history, checker and runner arrive with their
 //! issues; see ARCHITECTURE.md for the map.
 
+pub mod check;
 pub mod clock;
 pub mod demo;
 pub mod docker;

@@ -339,3 +339,148 @@ pub struct AuditRecord {
     /// The node's call id, to join with its events.
     pub call: u64,
 }
+
+/// The history file's format version (docs/history.md).
+pub const HISTORY_VERSION: u32 = 1;
+
+/// What a scenario expects to fail on purpose (a known-unsafe configuration shown).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedFailure {
+    /// The property expected to be violated (`no_stale_write`, ...).
+    pub property: String,
+    /// Why it is expected, in a sentence a reader of the report understands.
+    pub why: String,
+}
+
+/// The first line of a history: what ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    /// [`HISTORY_VERSION`].
+    pub version: u32,
+    /// Unique id of the run.
+    pub run_id: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// The seed that shaped the run.
+    pub seed: u64,
+    /// The tenant.
+    pub tenant: String,
+    /// Store policy.
+    pub policy: StorePolicy,
+    /// Fence source.
+    pub fence_source: FenceSource,
+    /// A declared expected failure, if any.
+    pub expected: Option<ExpectedFailure>,
+    /// After the last fault heals, a complete sync must land within this bound.
+    pub liveness_bound_ms: u64,
+    /// A node silent longer than this, outside a fault declared on it, is a hole in the history.
+    pub node_silence_ms: u64,
+    /// An observer gap longer than this, outside a fault declared on that instance, is a hole.
+    pub observer_gap_ms: u64,
+    /// CLOCK_MONOTONIC at the start, ns.
+    pub started_ns: u64,
+}
+
+/// A fault's life: requested, verified in effect by an independent probe, healed; or failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultPhase {
+    /// The injector asked for it.
+    Requested,
+    /// An independent probe saw it in effect.
+    Verified,
+    /// It was undone.
+    Healed,
+    /// It could not be applied or verified (the run is inconclusive).
+    Failed,
+}
+
+/// One step of one fault.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultEvent {
+    /// Fault id, unique in the run.
+    pub id: u64,
+    /// Kind (`partition_redis`, `pause_node`, `crash_node`, `failover`, ...).
+    pub fault: String,
+    /// What it targets: a node id (`n1`) or an instance (`redis-primary`).
+    pub target: String,
+    /// Which step.
+    pub phase: FaultPhase,
+    /// CLOCK_MONOTONIC, ns.
+    pub at_ns: u64,
+    /// Free text (the probe's finding, the failure's cause).
+    pub detail: String,
+}
+
+/// What the observer saw of the lease key on one Redis instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObserverSample {
+    /// The instance (`redis-primary`, `redis-replica`).
+    pub instance: String,
+    /// CLOCK_MONOTONIC, ns.
+    pub at_ns: u64,
+    /// The owner token in the key, if any.
+    pub holder: Option<String>,
+    /// The key's remaining ttl, ms.
+    pub ttl_ms: Option<i64>,
+    /// The instance's role (`master`, `slave`).
+    pub role: Option<String>,
+    /// Why the instance could not be read, if it could not.
+    pub error: Option<String>,
+}
+
+/// The runner's last line: what was left when the run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    /// CLOCK_MONOTONIC at the end, ns.
+    pub ended_ns: u64,
+    /// Faults still applied (ids).
+    pub faults_still_applied: Vec<u64>,
+    /// Non-live collections left in the store.
+    pub temporary_collections_left: Vec<String>,
+    /// Versions of what ran (redis, docker, harness commit, ...).
+    pub versions: std::collections::BTreeMap<String, String>,
+}
+
+/// One line of a history file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HistoryLine {
+    /// First line.
+    Header(Header),
+    /// A node's event, with the harness's receipt stamp.
+    Node {
+        /// Node id.
+        node: String,
+        /// The node's incarnation.
+        incarnation: u64,
+        /// CLOCK_MONOTONIC at receipt, ns.
+        received_ns: u64,
+        /// The event as the node sent it.
+        event: NodeEvent,
+    },
+    /// A node line that was not a protocol event.
+    Garbage {
+        /// Node id.
+        node: String,
+        /// CLOCK_MONOTONIC at receipt, ns.
+        received_ns: u64,
+        /// The line (cut).
+        raw: String,
+        /// Why it was refused.
+        why: String,
+    },
+    /// One store audit record.
+    Audit(AuditRecord),
+    /// One fault step.
+    Fault(FaultEvent),
+    /// One observer sample.
+    Observer(ObserverSample),
+    /// Last line.
+    Snapshot(Snapshot),
+}

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! history  the run's vocabulary: node protocol commands and events, store audit records
-//! model    Verdict and its exit code
+//! model    Verdict, exit codes, and the checker's result (properties, violations, metrics)
 //! ```
 //!
 //! No tokio, no I/O beyond what a renderer writes; renderers arrive with the report issue.
@@ -10,4 +10,7 @@
 pub mod history;
 mod model;
 
-pub use model::Verdict;
+pub use model::{
+    CheckResult, Evidence, Expectation, Metrics, NodeMetrics, PropertyResult, PropertyStatus, Verdict, Violation,
+    MAX_VIOLATIONS_KEPT,
+};

@@ -1,0 +1,605 @@
+//! The checker: turns a history (docs/history.md) into verdicts. Reads only the history; judges
+//! named properties, measures what is measured, and says "inconclusive" when the history has a
+//! hole. Ordering claims come from the store's arrival sequence only, never from timestamps;
+//! times are used for metrics, liveness, and for naming the faults in effect at a violation.
+//! Linear in the history's length (a few hash maps, one sort of acquisitions).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use leasequake_reports::history::{
+    AuditRecord, EventKind, FaultEvent, FaultPhase, Header, HistoryLine, ObserverSample, Snapshot, StoreOp,
+    HISTORY_VERSION,
+};
+use leasequake_reports::{
+    CheckResult, Evidence, Expectation, Metrics, PropertyResult, PropertyStatus, Verdict, Violation,
+    MAX_VIOLATIONS_KEPT,
+};
+
+/// The properties, in report order.
+pub const PROPERTIES: [&str; 6] =
+    ["no_stale_write", "fence_anomaly", "sticky_loss", "single_writer", "cleanup", "liveness"];
+
+struct NodeLine<'a> {
+    node: &'a str,
+    at_ns: u64,
+    kind: &'a EventKind,
+}
+
+/// A property being judged: keeps the first violations, counts the rest.
+struct Judge {
+    name: &'static str,
+    kept: Vec<Violation>,
+    count: u64,
+}
+
+impl Judge {
+    fn new(name: &'static str) -> Self {
+        Self { name, kept: Vec::new(), count: 0 }
+    }
+    fn violate(&mut self, v: impl FnOnce() -> Violation) {
+        self.count += 1;
+        if self.kept.len() < MAX_VIOLATIONS_KEPT {
+            self.kept.push(v());
+        }
+    }
+    fn result(self, held: &str, na: Option<&str>) -> PropertyResult {
+        let (status, sentence) = match (self.count, na) {
+            (0, Some(why)) => (PropertyStatus::NotApplicable, why.to_owned()),
+            (0, None) => (PropertyStatus::Held, held.to_owned()),
+            (n, _) => (PropertyStatus::Violated, format!("{n} violation(s): {}", self.kept[0].summary)),
+        };
+        PropertyResult { name: self.name.into(), status, sentence, violations: self.kept, violation_count: self.count }
+    }
+}
+
+fn evidence(label: &str, r: &AuditRecord) -> Evidence {
+    Evidence {
+        label: label.into(),
+        seq: Some(r.seq),
+        node: r.node.clone(),
+        token: r.token.clone(),
+        fence: r.fence,
+        what: format!("{:?}", r.op),
+        at_ns: r.mono_ns,
+    }
+}
+
+/// Fault windows, for naming what was in effect at a moment.
+struct Faults<'a> {
+    windows: Vec<(u64, u64, &'a FaultEvent)>,
+}
+
+impl<'a> Faults<'a> {
+    fn new(events: &[&'a FaultEvent], end_ns: u64) -> Self {
+        let mut open: BTreeMap<u64, (u64, &FaultEvent)> = BTreeMap::new();
+        let mut windows = Vec::new();
+        for f in events {
+            match f.phase {
+                FaultPhase::Requested => {
+                    open.insert(f.id, (f.at_ns, f));
+                }
+                FaultPhase::Healed | FaultPhase::Failed => {
+                    if let Some((from, first)) = open.remove(&f.id) {
+                        windows.push((from, f.at_ns, first));
+                    }
+                }
+                FaultPhase::Verified => {}
+            }
+        }
+        windows.extend(open.into_values().map(|(from, f)| (from, end_ns, f)));
+        Self { windows }
+    }
+    fn active_at(&self, at_ns: u64) -> Vec<String> {
+        self.windows
+            .iter()
+            .filter(|(from, to, _)| *from <= at_ns && at_ns <= *to)
+            .map(|(_, _, f)| format!("#{} {} on {}", f.id, f.fault, f.target))
+            .collect()
+    }
+    fn covers(&self, target: &str, from_ns: u64, to_ns: u64) -> bool {
+        self.windows.iter().any(|(a, b, f)| f.target == target && *a <= to_ns && from_ns <= *b)
+    }
+}
+
+/// Judges a history.
+#[must_use]
+pub fn check(history: &[HistoryLine]) -> CheckResult {
+    let mut inconclusive = Vec::new();
+    let mut header: Option<&Header> = None;
+    let mut snapshot: Option<&Snapshot> = None;
+    let mut audit: Vec<&AuditRecord> = Vec::new();
+    let mut nodes: Vec<NodeLine> = Vec::new();
+    let mut faults: Vec<&FaultEvent> = Vec::new();
+    let mut observer: Vec<&ObserverSample> = Vec::new();
+    for line in history {
+        match line {
+            HistoryLine::Header(h) => header = Some(h),
+            HistoryLine::Snapshot(s) => snapshot = Some(s),
+            HistoryLine::Audit(a) => audit.push(a),
+            HistoryLine::Node { node, received_ns, event, .. } => {
+                nodes.push(NodeLine { node, at_ns: *received_ns, kind: &event.kind })
+            }
+            HistoryLine::Garbage { node, raw, why, .. } => {
+                inconclusive.push(format!("node {node} sent a line that is not a protocol event ({why}): {raw}"))
+            }
+            HistoryLine::Fault(f) => faults.push(f),
+            HistoryLine::Observer(o) => observer.push(o),
+        }
+    }
+    match header {
+        None => inconclusive.push("the history has no header line".into()),
+        Some(h) if h.version != HISTORY_VERSION => {
+            inconclusive.push(format!("history version {} is not {HISTORY_VERSION}", h.version))
+        }
+        Some(_) => {}
+    }
+    if snapshot.is_none() {
+        inconclusive.push("the history has no closing snapshot: the run did not finish recording".into());
+    }
+    audit.sort_by_key(|a| a.seq);
+    if let Some(gap) = audit.iter().enumerate().find(|(i, a)| a.seq != *i as u64 + 1) {
+        inconclusive.push(format!("the store's audit log has a gap before seq {}", gap.1.seq));
+    }
+    let started = header.map_or(0, |h| h.started_ns);
+    let end_ns = snapshot.map(|s| s.ended_ns).or_else(|| nodes.iter().map(|n| n.at_ns).max()).unwrap_or(started);
+    let windows = Faults::new(&faults, end_ns);
+    fault_holes(&faults, &mut inconclusive);
+    if let Some(h) = header {
+        silence_holes(h, &nodes, &observer, &windows, end_ns, &mut inconclusive);
+    }
+
+    let mut properties = vec![];
+    let (stale, anomaly) = fencing(&audit, &windows);
+    properties.push(stale);
+    properties.push(anomaly);
+    properties.push(sticky_loss(&nodes, &windows));
+    properties.push(single_writer(&audit, &windows));
+    properties.push(cleanup(&audit, snapshot, &windows));
+    let live = liveness(header, &audit, &faults, end_ns);
+    if live.status == PropertyStatus::Inconclusive {
+        inconclusive.push(live.sentence.clone());
+    }
+    properties.push(live);
+    let metrics = measure(&audit, &nodes, &faults, &observer);
+
+    let violated: Vec<&str> =
+        properties.iter().filter(|p| p.status == PropertyStatus::Violated).map(|p| p.name.as_str()).collect();
+    let (verdict, expectation) = match header.and_then(|h| h.expected.as_ref()) {
+        Some(exp) => {
+            let seen = violated.contains(&exp.property.as_str());
+            let others = violated.iter().any(|p| *p != exp.property);
+            let expectation =
+                if seen { Expectation::ExpectedFailureObserved } else { Expectation::ExpectedFailureMissing };
+            let verdict = match (others, seen, inconclusive.is_empty()) {
+                (true, _, _) => Verdict::Fail,
+                (false, true, _) => Verdict::Pass,
+                (false, false, true) => Verdict::Fail,
+                (false, false, false) => Verdict::Inconclusive,
+            };
+            (verdict, Some(expectation))
+        }
+        None if !violated.is_empty() => (Verdict::Fail, None),
+        None if !inconclusive.is_empty() => (Verdict::Inconclusive, None),
+        None => (Verdict::Pass, None),
+    };
+    CheckResult { verdict, expectation, properties, inconclusive, metrics }
+}
+
+/// No stale write (in arrival order, once a write under a higher fence landed, no write under a
+/// lower fence lands) and fence anomalies (two owners presenting the same fence).
+fn fencing(audit: &[&AuditRecord], faults: &Faults) -> (PropertyResult, PropertyResult) {
+    let mut stale = Judge::new("no_stale_write");
+    let mut anomaly = Judge::new("fence_anomaly");
+    let mut newest: Option<&AuditRecord> = None;
+    let mut by_fence: HashMap<u64, &AuditRecord> = HashMap::new();
+    let mut writes = 0;
+    for r in audit.iter().copied().filter(|r| r.accepted && r.op.is_write()) {
+        writes += 1;
+        if let Some(n) = newest.filter(|n| r.fence < n.fence) {
+            stale.violate(|| Violation {
+                summary: format!(
+                    "{} wrote {:?} under fence {} (seq {}) after {} had written under fence {} (seq {})",
+                    r.node, r.op, r.fence, r.seq, n.node, n.fence, n.seq
+                ),
+                evidence: vec![evidence("newer write", n), evidence("stale write", r)],
+                faults_active: faults.active_at(r.mono_ns),
+                at_ns: r.mono_ns,
+            });
+        }
+        if newest.is_none_or(|n| r.fence > n.fence) {
+            newest = Some(r);
+        }
+        match by_fence.get(&r.fence) {
+            Some(first) if first.token != r.token => anomaly.violate(|| Violation {
+                summary: format!(
+                    "{} and {} both wrote under fence {} (seq {} and {})",
+                    first.node, r.node, r.fence, first.seq, r.seq
+                ),
+                evidence: vec![evidence("first owner of the fence", first), evidence("second owner of the fence", r)],
+                faults_active: faults.active_at(r.mono_ns),
+                at_ns: r.mono_ns,
+            }),
+            Some(_) => {}
+            None => {
+                by_fence.insert(r.fence, r);
+            }
+        }
+    }
+    let na = (writes == 0).then_some("no write landed in the store");
+    (
+        stale.result("in arrival order, no write under an older fence landed after a newer one", na),
+        anomaly.result("no two owners wrote under the same fence", na),
+    )
+}
+
+/// After a node reported ownership lost for an acquisition, it sends no store call under that
+/// token and passes no checkpoint for it.
+fn sticky_loss(nodes: &[NodeLine], faults: &Faults) -> PropertyResult {
+    let mut judge = Judge::new("sticky_loss");
+    let mut lost: HashMap<(&str, &str), u64> = HashMap::new();
+    let mut losses = 0;
+    for n in nodes {
+        match n.kind {
+            EventKind::OwnershipLost { token, .. } => {
+                losses += 1;
+                lost.entry((n.node, token.as_str())).or_insert(n.at_ns);
+            }
+            EventKind::StoreCallSent { token, fence, op, call } => {
+                if let Some(at) = lost.get(&(n.node, token.as_str())) {
+                    judge.violate(|| Violation {
+                        summary: format!(
+                            "{} sent store call {call} ({op:?}) under token {token} after reporting its loss",
+                            n.node
+                        ),
+                        evidence: vec![Evidence {
+                            label: "call after loss".into(),
+                            seq: None,
+                            node: n.node.into(),
+                            token: token.clone(),
+                            fence: *fence,
+                            what: format!("{op:?}"),
+                            at_ns: n.at_ns,
+                        }],
+                        faults_active: faults.active_at(*at),
+                        at_ns: n.at_ns,
+                    });
+                }
+            }
+            EventKind::CheckpointPassed { token, number } if lost.contains_key(&(n.node, token.as_str())) => {
+                judge.violate(|| Violation {
+                    summary: format!(
+                        "{} passed checkpoint {number} under token {token} after reporting its loss",
+                        n.node
+                    ),
+                    evidence: vec![Evidence {
+                        label: "checkpoint after loss".into(),
+                        seq: None,
+                        node: n.node.into(),
+                        token: token.clone(),
+                        fence: 0,
+                        what: format!("checkpoint {number}"),
+                        at_ns: n.at_ns,
+                    }],
+                    faults_active: faults.active_at(n.at_ns),
+                    at_ns: n.at_ns,
+                });
+            }
+            _ => {}
+        }
+    }
+    let na = (losses == 0).then_some("no node lost ownership");
+    judge.result("no node acted under an acquisition after reporting it lost", na)
+}
+
+/// The live alias only ever points at a collection built under one owner, and alias versions
+/// only go up.
+fn single_writer(audit: &[&AuditRecord], faults: &Faults) -> PropertyResult {
+    let mut judge = Judge::new("single_writer");
+    let mut builder: HashMap<&str, &AuditRecord> = HashMap::new();
+    let mut last_switch: Option<&AuditRecord> = None;
+    let mut switches = 0;
+    for r in audit.iter().copied().filter(|r| r.accepted) {
+        let Some(c) = r.collection.as_deref() else { continue };
+        match r.op {
+            StoreOp::CreateCollection => {
+                builder.insert(c, r);
+            }
+            StoreOp::Upsert | StoreOp::SwitchAlias => {
+                if let Some(b) = builder.get(c).filter(|b| b.token != r.token) {
+                    judge.violate(|| Violation {
+                        summary: format!(
+                            "collection {c}, built by {} (fence {}), got {:?} from {} (fence {})",
+                            b.node, b.fence, r.op, r.node, r.fence
+                        ),
+                        evidence: vec![evidence("builder", b), evidence("second writer", r)],
+                        faults_active: faults.active_at(r.mono_ns),
+                        at_ns: r.mono_ns,
+                    });
+                }
+                if r.op == StoreOp::SwitchAlias {
+                    switches += 1;
+                    if let Some(prev) = last_switch {
+                        let (pv, v) = (prev.alias_version.unwrap_or(0), r.alias_version.unwrap_or(0));
+                        let same = prev.collection == r.collection;
+                        if v < pv || (v == pv && !same) {
+                            judge.violate(|| Violation {
+                                summary: format!("alias version went from {pv} to {v}"),
+                                evidence: vec![evidence("earlier switch", prev), evidence("later switch", r)],
+                                faults_active: faults.active_at(r.mono_ns),
+                                at_ns: r.mono_ns,
+                            });
+                        }
+                    }
+                    last_switch = Some(r);
+                }
+            }
+            _ => {}
+        }
+    }
+    let na = (switches == 0).then_some("the alias was never switched");
+    judge.result("every live collection was built by one owner, and alias versions only rose", na)
+}
+
+/// Every temporary collection that a later completed round should have dropped was dropped, and
+/// no fault was still applied at the end.
+fn cleanup(audit: &[&AuditRecord], snapshot: Option<&Snapshot>, faults: &Faults) -> PropertyResult {
+    let mut judge = Judge::new("cleanup");
+    let mut created: Vec<&AuditRecord> = Vec::new();
+    let mut live: HashSet<&str> = HashSet::new();
+    let mut dropped: HashSet<&str> = HashSet::new();
+    let mut create_seq: HashMap<&str, u64> = HashMap::new();
+    for r in audit.iter().copied().filter(|r| r.accepted) {
+        let Some(c) = r.collection.as_deref() else { continue };
+        match r.op {
+            StoreOp::CreateCollection => {
+                created.push(r);
+                create_seq.insert(c, r.seq);
+            }
+            StoreOp::SwitchAlias => {
+                live.insert(c);
+            }
+            StoreOp::DropCollection => {
+                dropped.insert(c);
+            }
+            _ => {}
+        }
+    }
+    // A round that created a collection which went live dropped every leftover first.
+    let last_live_create = live.iter().filter_map(|c| create_seq.get(c)).max().copied().unwrap_or(0);
+    for r in created {
+        let c = r.collection.as_deref().unwrap_or("");
+        if !live.contains(c) && !dropped.contains(c) && r.seq < last_live_create {
+            judge.violate(|| Violation {
+                summary: format!(
+                    "temporary collection {c} (from {}, fence {}) was left behind although a later round completed",
+                    r.node, r.fence
+                ),
+                evidence: vec![evidence("created, never dropped", r)],
+                faults_active: vec![],
+                at_ns: r.mono_ns,
+            });
+        }
+    }
+    if let Some(s) = snapshot {
+        for id in &s.faults_still_applied {
+            judge.violate(|| Violation {
+                summary: format!("fault #{id} was still applied when the run ended"),
+                evidence: vec![],
+                faults_active: faults.active_at(s.ended_ns),
+                at_ns: s.ended_ns,
+            });
+        }
+    }
+    judge.result("aborted rounds' temporary collections were dropped by later owners, and every fault was healed", None)
+}
+
+/// After the last fault heals, a complete sync (an accepted persist) lands within the bound.
+fn liveness(header: Option<&Header>, audit: &[&AuditRecord], faults: &[&FaultEvent], end_ns: u64) -> PropertyResult {
+    let name = "liveness".to_owned();
+    let result = |status, sentence: String| PropertyResult {
+        name: name.clone(),
+        status,
+        sentence,
+        violations: vec![],
+        violation_count: 0,
+    };
+    let Some(h) = header else { return result(PropertyStatus::Inconclusive, "no header: no liveness bound".into()) };
+    let healed = faults.iter().filter(|f| f.phase == FaultPhase::Healed).map(|f| f.at_ns).max().unwrap_or(h.started_ns);
+    let bound_ns = h.liveness_bound_ms * 1_000_000;
+    let synced = audit.iter().find(|a| a.accepted && a.op == StoreOp::PersistRecord && a.mono_ns >= healed);
+    match synced {
+        Some(a) if a.mono_ns - healed <= bound_ns => result(
+            PropertyStatus::Held,
+            format!(
+                "a complete sync landed {} ms after the last fault healed (bound {} ms)",
+                (a.mono_ns - healed) / 1_000_000,
+                h.liveness_bound_ms
+            ),
+        ),
+        _ if end_ns < healed + bound_ns => result(
+            PropertyStatus::Inconclusive,
+            format!(
+                "the run ended {} ms after the last fault healed, before the liveness bound of {} ms",
+                end_ns.saturating_sub(healed) / 1_000_000,
+                h.liveness_bound_ms
+            ),
+        ),
+        _ => {
+            let mut judge = Judge::new("liveness");
+            judge.violate(|| Violation {
+                summary: format!(
+                    "no complete sync landed within {} ms after the last fault healed",
+                    h.liveness_bound_ms
+                ),
+                evidence: vec![],
+                faults_active: vec![],
+                at_ns: healed + bound_ns,
+            });
+            judge.result("", None)
+        }
+    }
+}
+
+fn fault_holes(faults: &[&FaultEvent], inconclusive: &mut Vec<String>) {
+    let mut seen: BTreeMap<u64, (&str, &str, Vec<FaultPhase>)> = BTreeMap::new();
+    for f in faults {
+        seen.entry(f.id).or_insert((&f.fault, &f.target, vec![])).2.push(f.phase);
+        if f.phase == FaultPhase::Failed {
+            inconclusive.push(format!("fault #{} {} on {} failed: {}", f.id, f.fault, f.target, f.detail));
+        }
+    }
+    for (id, (fault, target, phases)) in seen {
+        if phases.contains(&FaultPhase::Requested)
+            && !phases.contains(&FaultPhase::Verified)
+            && !phases.contains(&FaultPhase::Failed)
+        {
+            inconclusive.push(format!("fault #{id} {fault} on {target} was never verified in effect"));
+        }
+    }
+}
+
+fn silence_holes(
+    h: &Header,
+    nodes: &[NodeLine],
+    observer: &[&ObserverSample],
+    faults: &Faults,
+    end_ns: u64,
+    out: &mut Vec<String>,
+) {
+    let limit = h.node_silence_ms * 1_000_000;
+    let mut last: BTreeMap<&str, u64> = BTreeMap::new();
+    for n in nodes {
+        let prev = last.insert(n.node, n.at_ns).unwrap_or(n.at_ns);
+        if n.at_ns.saturating_sub(prev) > limit && !faults.covers(n.node, prev, n.at_ns) {
+            out.push(format!(
+                "node {} was silent for {} ms with no fault declared on it",
+                n.node,
+                (n.at_ns - prev) / 1_000_000
+            ));
+        }
+    }
+    for (node, at) in &last {
+        if end_ns.saturating_sub(*at) > limit && !faults.covers(node, *at, end_ns) {
+            out.push(format!(
+                "node {node} stopped reporting {} ms before the end with no fault declared on it",
+                (end_ns - at) / 1_000_000
+            ));
+        }
+    }
+    let gap = h.observer_gap_ms * 1_000_000;
+    let mut seen: BTreeMap<&str, u64> = BTreeMap::new();
+    for o in observer {
+        let prev = seen.insert(&o.instance, o.at_ns).unwrap_or(o.at_ns);
+        if o.at_ns.saturating_sub(prev) > gap && !faults.covers(&o.instance, prev, o.at_ns) {
+            out.push(format!(
+                "the observer saw nothing of {} for {} ms with no fault declared on it",
+                o.instance,
+                (o.at_ns - prev) / 1_000_000
+            ));
+        }
+    }
+}
+
+/// What was spent after truly losing ownership, fencing rejections, writes under another owner,
+/// and fault effect times.
+fn measure(
+    audit: &[&AuditRecord],
+    nodes: &[NodeLine],
+    faults: &[&FaultEvent],
+    observer: &[&ObserverSample],
+) -> Metrics {
+    let mut m = Metrics::default();
+    // When each acquisition was truly lost: its own report, a successor's acquire, or the
+    // observer seeing another holder on the primary, whichever came first.
+    let mut acquired: Vec<(u64, &str, u64)> = Vec::new(); // (at, token, fence)
+    let mut loss_at: HashMap<&str, u64> = HashMap::new();
+    for n in nodes {
+        match n.kind {
+            EventKind::Acquired { token, fence } => acquired.push((n.at_ns, token, *fence)),
+            EventKind::OwnershipLost { token, .. } => {
+                loss_at.entry(token).and_modify(|t| *t = (*t).min(n.at_ns)).or_insert(n.at_ns);
+            }
+            _ => {}
+        }
+    }
+    acquired.sort_unstable();
+    for pair in acquired.windows(2) {
+        let ((_, old, _), (at, _, _)) = (pair[0], pair[1]);
+        loss_at.entry(old).and_modify(|t| *t = (*t).min(at)).or_insert(at);
+    }
+    let masters: Vec<&&ObserverSample> = observer.iter().filter(|o| o.role.as_deref() == Some("master")).collect();
+    for (i, (at, token, _)) in acquired.iter().enumerate() {
+        let until = acquired.get(i + 1).map_or(u64::MAX, |n| n.0);
+        if let Some(o) = masters
+            .iter()
+            .find(|o| o.at_ns > *at && o.at_ns < until && o.holder.as_deref() != Some(*token) && o.error.is_none())
+        {
+            loss_at.entry(token).and_modify(|t| *t = (*t).min(o.at_ns)).or_insert(o.at_ns);
+        }
+    }
+    let mut last_action: HashMap<&str, (u64, &str)> = HashMap::new();
+    for n in nodes {
+        let nm = m.nodes.entry(n.node.to_owned()).or_default();
+        match n.kind {
+            EventKind::SyncFinished { .. } => nm.syncs += 1,
+            EventKind::RoundAborted { lost: true, .. } => nm.lost_rounds += 1,
+            EventKind::RoundAborted { lost: false, .. } => nm.other_aborts += 1,
+            EventKind::ModelCall { token, .. } if loss_at.get(token.as_str()).is_some_and(|l| n.at_ns > *l) => {
+                nm.wasted_model_calls += 1;
+                last_action.insert(token, (n.at_ns, n.node));
+            }
+            EventKind::StoreCallSent { token, .. } if loss_at.get(token.as_str()).is_some_and(|l| n.at_ns > *l) => {
+                nm.wasted_store_calls += 1;
+                last_action.insert(token, (n.at_ns, n.node));
+            }
+            _ => {}
+        }
+    }
+    for (token, (at, node)) in last_action {
+        let wasted = (at - loss_at[token]) / 1_000_000;
+        let nm = m.nodes.entry(node.to_owned()).or_default();
+        nm.wasted_ms += wasted;
+        nm.loss_to_last_action_ms_max = nm.loss_to_last_action_ms_max.max(wasted);
+    }
+    m.fenced_rejections = audit
+        .iter()
+        .filter(|a| {
+            !a.accepted
+                && a.reason.as_deref().is_some_and(|r| r.starts_with("stale fence") || r.starts_with("fence anomaly"))
+        })
+        .count() as u64;
+    // Two pointers: the latest primary sample at or before each accepted write.
+    let mut i = 0;
+    let mut current: Option<&ObserverSample> = None;
+    for a in audit.iter().filter(|a| a.accepted && a.op.is_write()) {
+        while i < masters.len() && masters[i].at_ns <= a.mono_ns {
+            current = Some(masters[i]);
+            i += 1;
+        }
+        if current.is_some_and(|o| o.error.is_none() && o.holder.as_deref() != Some(a.token.as_str())) {
+            m.landed_while_another_owned += 1;
+        }
+    }
+    let mut requested: HashMap<u64, u64> = HashMap::new();
+    for f in faults {
+        match f.phase {
+            FaultPhase::Requested => {
+                requested.insert(f.id, f.at_ns);
+            }
+            FaultPhase::Verified => {
+                if let Some(r) = requested.get(&f.id) {
+                    m.fault_effect_ms.push((
+                        f.id,
+                        format!("{} on {}", f.fault, f.target),
+                        f.at_ns.saturating_sub(*r) / 1_000_000,
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests;

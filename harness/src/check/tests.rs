@@ -1,0 +1,406 @@
+use leasequake_reports::history::{
+    AuditRecord, EventKind, ExpectedFailure, FaultEvent, FaultPhase, FenceSource, Header, HistoryLine, NodeEvent,
+    ObserverSample, Snapshot, StoreOp, StorePolicy,
+};
+use leasequake_reports::{Expectation, PropertyStatus, Verdict};
+
+use super::check;
+
+const MS: u64 = 1_000_000;
+
+/// Builds histories: every line one step of 1 ms later than the last.
+struct H {
+    lines: Vec<HistoryLine>,
+    seq: u64,
+    t: u64,
+}
+
+fn header(expected: Option<&str>) -> Header {
+    Header {
+        version: 1,
+        run_id: "r".into(),
+        scenario: "s".into(),
+        seed: 1,
+        tenant: "t".into(),
+        policy: StorePolicy::Enforce,
+        fence_source: FenceSource::Redis,
+        expected: expected.map(|p| ExpectedFailure { property: p.into(), why: "shown on purpose".into() }),
+        liveness_bound_ms: 1_000,
+        node_silence_ms: 10_000,
+        observer_gap_ms: 10_000,
+        started_ns: 0,
+    }
+}
+
+impl H {
+    fn new() -> Self {
+        Self::expecting(None)
+    }
+    fn expecting(property: Option<&str>) -> Self {
+        Self { lines: vec![HistoryLine::Header(header(property))], seq: 0, t: 0 }
+    }
+    fn tick(&mut self) -> u64 {
+        self.t += MS;
+        self.t
+    }
+    fn write(mut self, node: &str, fence: u64, op: StoreOp, collection: &str, accepted: bool) -> Self {
+        self.seq += 1;
+        let at = self.tick();
+        self.lines.push(HistoryLine::Audit(AuditRecord {
+            seq: self.seq,
+            mono_ns: at,
+            tenant: "t".into(),
+            node: node.into(),
+            token: format!("{node}/f{fence}"),
+            fence,
+            op,
+            collection: Some(collection.into()),
+            accepted,
+            reason: (!accepted).then(|| "stale fence".into()),
+            alias_version: (op == StoreOp::SwitchAlias).then_some(fence),
+            call: self.seq,
+        }));
+        self
+    }
+    /// A whole, accepted round: create, upsert, switch, persist.
+    fn round(self, node: &str, fence: u64) -> Self {
+        let c = format!("c{fence}");
+        self.write(node, fence, StoreOp::CreateCollection, &c, true)
+            .write(node, fence, StoreOp::Upsert, &c, true)
+            .write(node, fence, StoreOp::SwitchAlias, &c, true)
+            .write(node, fence, StoreOp::PersistRecord, &c, true)
+    }
+    fn event(mut self, node: &str, kind: EventKind) -> Self {
+        let at = self.tick();
+        self.lines.push(HistoryLine::Node {
+            node: node.into(),
+            incarnation: 1,
+            received_ns: at,
+            event: NodeEvent { mono_ns: at, round: 1, kind },
+        });
+        self
+    }
+    fn fault(mut self, id: u64, phase: FaultPhase) -> Self {
+        let at = self.tick();
+        self.lines.push(HistoryLine::Fault(FaultEvent {
+            id,
+            fault: "pause_node".into(),
+            target: "n1".into(),
+            phase,
+            at_ns: at,
+            detail: String::new(),
+        }));
+        self
+    }
+    fn observe(mut self, holder: Option<&str>) -> Self {
+        let at = self.tick();
+        self.lines.push(HistoryLine::Observer(ObserverSample {
+            instance: "redis-primary".into(),
+            at_ns: at,
+            holder: holder.map(str::to_owned),
+            ttl_ms: Some(100),
+            role: Some("master".into()),
+            error: None,
+        }));
+        self
+    }
+    fn wait(mut self, ms: u64) -> Self {
+        self.t += ms * MS;
+        self
+    }
+    fn end(mut self) -> Vec<HistoryLine> {
+        let at = self.tick();
+        self.lines.push(HistoryLine::Snapshot(Snapshot {
+            ended_ns: at,
+            faults_still_applied: vec![],
+            temporary_collections_left: vec![],
+            versions: Default::default(),
+        }));
+        self.lines
+    }
+}
+
+fn token(node: &str, fence: u64) -> String {
+    format!("{node}/f{fence}")
+}
+
+#[track_caller]
+fn status(history: &[HistoryLine], property: &str) -> PropertyStatus {
+    let r = check(history);
+    r.properties.iter().find(|p| p.name == property).unwrap_or_else(|| panic!("no property {property}")).status
+}
+
+#[test]
+fn a_clean_history_passes_every_property() {
+    let h = H::new().round("n1", 1).round("n2", 2).round("n1", 3).end();
+    let r = check(&h);
+    assert_eq!(r.verdict, Verdict::Pass, "{r:#?}");
+    for p in &r.properties {
+        // No node lost ownership in this history, so stickiness has nothing to judge.
+        let want = if p.name == "sticky_loss" { PropertyStatus::NotApplicable } else { PropertyStatus::Held };
+        assert_eq!(p.status, want, "{p:?}");
+    }
+}
+
+#[test]
+fn a_write_under_an_older_fence_after_a_newer_one_is_a_stale_write_naming_both_and_the_faults() {
+    let h = H::new()
+        .round("n2", 2)
+        .fault(1, FaultPhase::Requested)
+        .fault(1, FaultPhase::Verified)
+        .write("n1", 1, StoreOp::PersistRecord, "c1", true)
+        .fault(1, FaultPhase::Healed)
+        .round("n2", 3)
+        .end();
+    let r = check(&h);
+    assert_eq!(r.verdict, Verdict::Fail);
+    let p = r.properties.iter().find(|p| p.name == "no_stale_write").unwrap();
+    assert_eq!((p.status, p.violation_count), (PropertyStatus::Violated, 1));
+    let v = &p.violations[0];
+    let fences: Vec<u64> = v.evidence.iter().map(|e| e.fence).collect();
+    assert_eq!(fences, [2, 1], "newer write, then the stale one");
+    assert_eq!(v.faults_active, ["#1 pause_node on n1"]);
+}
+
+#[test]
+fn a_rejected_stale_write_is_no_violation_and_is_counted_as_fenced() {
+    let h = H::new().round("n2", 2).write("n1", 1, StoreOp::PersistRecord, "c1", false).round("n2", 3).end();
+    assert_eq!(status(&h, "no_stale_write"), PropertyStatus::Held);
+    assert_eq!(check(&h).metrics.fenced_rejections, 1);
+}
+
+#[test]
+fn two_owners_with_one_fence_are_a_fence_anomaly() {
+    let mut h = H::new().round("n1", 1);
+    h = h.write("n2", 1, StoreOp::CreateCollection, "other", true);
+    // Same fence, other token: n2's token is "n2/f1".
+    assert_eq!(status(&h.end(), "fence_anomaly"), PropertyStatus::Violated);
+    assert_eq!(status(&H::new().round("n1", 1).round("n1", 2).end(), "fence_anomaly"), PropertyStatus::Held);
+}
+
+#[test]
+fn acting_after_reporting_a_loss_violates_sticky_loss() {
+    let lost = |h: H| {
+        h.event("n1", EventKind::OwnershipLost { token: token("n1", 1), reason: "expired".into(), checkpoint: None })
+    };
+    let call = EventKind::StoreCallSent { token: token("n1", 1), fence: 1, op: StoreOp::Upsert, call: 9 };
+    let pass = EventKind::CheckpointPassed { token: token("n1", 1), number: 7 };
+    assert_eq!(status(&lost(H::new()).event("n1", call.clone()).end(), "sticky_loss"), PropertyStatus::Violated);
+    assert_eq!(status(&lost(H::new()).event("n1", pass.clone()).end(), "sticky_loss"), PropertyStatus::Violated);
+    assert_eq!(
+        status(&H::new().event("n1", call).event("n1", pass).end(), "sticky_loss"),
+        PropertyStatus::NotApplicable
+    );
+    // Another acquisition (another token) may act after an older one was lost.
+    let next = EventKind::StoreCallSent { token: token("n1", 2), fence: 2, op: StoreOp::Upsert, call: 10 };
+    assert_eq!(status(&lost(H::new()).event("n1", next).end(), "sticky_loss"), PropertyStatus::Held);
+}
+
+#[test]
+fn a_collection_written_by_two_owners_or_a_falling_alias_version_violates_single_writer() {
+    let two = H::new()
+        .write("n1", 1, StoreOp::CreateCollection, "c", true)
+        .write("n2", 2, StoreOp::Upsert, "c", true)
+        .write("n1", 1, StoreOp::SwitchAlias, "c", true)
+        .end();
+    assert_eq!(status(&two, "single_writer"), PropertyStatus::Violated);
+    let mut falling = H::new().round("n1", 5).write("n2", 3, StoreOp::CreateCollection, "c3", true);
+    falling = falling.write("n2", 3, StoreOp::SwitchAlias, "c3", true);
+    assert_eq!(status(&falling.end(), "single_writer"), PropertyStatus::Violated);
+    assert_eq!(status(&H::new().end(), "single_writer"), PropertyStatus::NotApplicable);
+}
+
+#[test]
+fn a_leftover_temporary_collection_or_a_fault_still_applied_fails_cleanup() {
+    let aborted = |h: H| h.write("n1", 1, StoreOp::CreateCollection, "tmp1", true);
+    assert_eq!(status(&aborted(H::new()).round("n2", 2).end(), "cleanup"), PropertyStatus::Violated);
+    let dropped = aborted(H::new()).write("n2", 2, StoreOp::DropCollection, "tmp1", true).round("n2", 2).end();
+    assert_eq!(status(&dropped, "cleanup"), PropertyStatus::Held);
+    // An aborted round after the last completed one has no later owner to clean up after it.
+    assert_eq!(status(&aborted(H::new().round("n2", 0)).end(), "cleanup"), PropertyStatus::Held);
+    let mut still = H::new().round("n1", 1).end();
+    if let Some(HistoryLine::Snapshot(s)) = still.last_mut() {
+        s.faults_still_applied.push(4);
+    }
+    assert_eq!(status(&still, "cleanup"), PropertyStatus::Violated);
+}
+
+#[test]
+fn liveness_needs_a_sync_within_the_bound_after_the_last_heal() {
+    let healed =
+        || H::new().fault(1, FaultPhase::Requested).fault(1, FaultPhase::Verified).fault(1, FaultPhase::Healed);
+    assert_eq!(status(&healed().round("n1", 1).end(), "liveness"), PropertyStatus::Held);
+    assert_eq!(status(&healed().wait(2_000).round("n1", 1).end(), "liveness"), PropertyStatus::Violated);
+    let short = healed().wait(200).end();
+    assert_eq!(status(&short, "liveness"), PropertyStatus::Inconclusive);
+    assert_eq!(check(&short).verdict, Verdict::Inconclusive, "too short to judge is never a pass");
+}
+
+#[test]
+fn holes_in_the_history_make_the_run_inconclusive_never_a_pass() {
+    let base = || H::new().round("n1", 1);
+    let unverified = base().fault(1, FaultPhase::Requested).fault(1, FaultPhase::Healed).round("n1", 2).end();
+    let mut garbage = base().end();
+    garbage.insert(
+        1,
+        HistoryLine::Garbage { node: "n1".into(), received_ns: 1, raw: "junk".into(), why: "not json".into() },
+    );
+    let mut no_snapshot = base().end();
+    no_snapshot.pop();
+    let mut gap = base().end();
+    gap.retain(|l| !matches!(l, HistoryLine::Audit(a) if a.seq == 2));
+    let silent = base()
+        .event("n2", EventKind::AcquireAttempt)
+        .wait(20_000)
+        .event("n2", EventKind::AcquireAttempt)
+        .round("n1", 2)
+        .end();
+    for (name, h) in [
+        ("unverified fault", unverified),
+        ("garbage", garbage),
+        ("no snapshot", no_snapshot),
+        ("audit gap", gap),
+        ("silent node", silent),
+    ] {
+        let r = check(&h);
+        assert_eq!(r.verdict, Verdict::Inconclusive, "{name}: {:?}", r.inconclusive);
+        assert!(!r.inconclusive.is_empty(), "{name}");
+    }
+    // A node silent during a fault declared on it is no hole.
+    let paused = base()
+        .fault(1, FaultPhase::Requested)
+        .fault(1, FaultPhase::Verified)
+        .event("n1", EventKind::AcquireAttempt)
+        .wait(20_000)
+        .event("n1", EventKind::AcquireAttempt)
+        .fault(1, FaultPhase::Healed)
+        .round("n1", 2)
+        .end();
+    assert_eq!(check(&paused).verdict, Verdict::Pass, "{:?}", check(&paused).inconclusive);
+}
+
+#[test]
+fn an_expected_failure_passes_when_observed_and_fails_when_missing() {
+    let stale = H::expecting(Some("no_stale_write"))
+        .round("n2", 2)
+        .write("n1", 1, StoreOp::PersistRecord, "c1", true)
+        .round("n2", 3)
+        .end();
+    let r = check(&stale);
+    assert_eq!((r.verdict, r.expectation), (Verdict::Pass, Some(Expectation::ExpectedFailureObserved)));
+    let clean = H::expecting(Some("no_stale_write")).round("n1", 1).end();
+    let r = check(&clean);
+    assert_eq!((r.verdict, r.expectation), (Verdict::Fail, Some(Expectation::ExpectedFailureMissing)));
+    // Another property failing still fails the run.
+    let other = H::expecting(Some("no_stale_write"))
+        .round("n2", 2)
+        .write("n1", 1, StoreOp::PersistRecord, "c1", true)
+        .write("n3", 2, StoreOp::Upsert, "c2", true)
+        .round("n2", 3)
+        .end();
+    assert_eq!(check(&other).verdict, Verdict::Fail);
+}
+
+#[test]
+fn work_after_a_successor_acquired_is_wasted_and_measured() {
+    let h = H::new()
+        .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1 })
+        .observe(Some(&token("n1", 1)))
+        .event("n2", EventKind::Acquired { token: token("n2", 2), fence: 2 })
+        .event("n1", EventKind::ModelCall { token: token("n1", 1), batch: 1, ms: 20 })
+        .wait(50)
+        .event("n1", EventKind::StoreCallSent { token: token("n1", 1), fence: 1, op: StoreOp::Upsert, call: 3 })
+        .event("n1", EventKind::RoundAborted { token: token("n1", 1), lost: true, reason: "held_by_other".into() })
+        .round("n2", 2)
+        .end();
+    let m = check(&h).metrics;
+    let n1 = &m.nodes["n1"];
+    assert_eq!((n1.wasted_model_calls, n1.wasted_store_calls, n1.lost_rounds), (1, 1, 1));
+    assert!(n1.wasted_ms >= 50, "{n1:?}");
+}
+
+#[test]
+fn faults_report_their_time_to_effect() {
+    let h = H::new()
+        .fault(7, FaultPhase::Requested)
+        .wait(30)
+        .fault(7, FaultPhase::Verified)
+        .fault(7, FaultPhase::Healed)
+        .round("n1", 1)
+        .end();
+    assert_eq!(check(&h).metrics.fault_effect_ms, [(7, "pause_node on n1".to_owned(), 31)]);
+}
+
+mod against_a_brute_force_reference {
+    //! Random audit logs (valid and violating), judged by the checker and by a quadratic
+    //! reference written from the property's definition, not from the checker.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    struct W {
+        node: u8,
+        fence: u64,
+        accepted: bool,
+    }
+
+    fn history(ws: &[W]) -> Vec<HistoryLine> {
+        let mut h = H::new();
+        for w in ws {
+            h = h.write(&format!("n{}", w.node), w.fence, StoreOp::Upsert, "c", w.accepted);
+        }
+        h.end()
+    }
+
+    /// Writes j such that some earlier accepted write had a higher fence.
+    fn stale_reference(ws: &[W]) -> u64 {
+        let acc: Vec<&W> = ws.iter().filter(|w| w.accepted).collect();
+        (0..acc.len()).filter(|&j| (0..j).any(|i| acc[i].fence > acc[j].fence)).count() as u64
+    }
+
+    /// Writes j whose fence was first presented by another owner (token = node + fence here).
+    fn anomaly_reference(ws: &[W]) -> u64 {
+        let acc: Vec<&W> = ws.iter().filter(|w| w.accepted).collect();
+        (0..acc.len())
+            .filter(|&j| {
+                let first = (0..=j).find(|&i| acc[i].fence == acc[j].fence).unwrap_or(j);
+                acc[first].node != acc[j].node
+            })
+            .count() as u64
+    }
+
+    fn writes() -> impl Strategy<Value = Vec<W>> {
+        proptest::collection::vec((1u8..4, 1u64..6, proptest::bool::weighted(0.8)), 0..40)
+            .prop_map(|v| v.into_iter().map(|(node, fence, accepted)| W { node, fence, accepted }).collect())
+    }
+
+    fn count(h: &[HistoryLine], name: &str) -> u64 {
+        check(h).properties.iter().find(|p| p.name == name).map_or(0, |p| p.violation_count)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        #[test]
+        fn stale_writes_match_the_reference(ws in writes()) {
+            prop_assert_eq!(count(&history(&ws), "no_stale_write"), stale_reference(&ws));
+        }
+
+        #[test]
+        fn fence_anomalies_match_the_reference(ws in writes()) {
+            prop_assert_eq!(count(&history(&ws), "fence_anomaly"), anomaly_reference(&ws));
+        }
+
+        #[test]
+        fn histories_with_rising_fences_pass(mut ws in writes()) {
+            // A valid history by construction: one owner per fence, fences never fall.
+            ws.sort_by_key(|w| w.fence);
+            for w in &mut ws { w.node = (w.fence % 3) as u8 + 1; }
+            let r = check(&history(&ws));
+            prop_assert_eq!(count(&history(&ws), "no_stale_write") + count(&history(&ws), "fence_anomaly"), 0);
+            prop_assert_ne!(r.verdict, Verdict::Fail);
+        }
+    }
+}
