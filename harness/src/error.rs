@@ -28,6 +28,14 @@ pub enum HarnessError {
         /// What was wrong.
         detail: String,
     },
+    /// A history or verdicts file could not be read or written.
+    #[error("{path}: {detail}")]
+    History {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     /// Building an image failed.
     #[error("building image `{image}` failed: {detail}")]
     ImageBuild {

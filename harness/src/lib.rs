@@ -6,6 +6,7 @@
 //! clock        CLOCK_MONOTONIC ns, the one time base
 //! error        HarnessError: every failure names its cause and fix
 //! docker       the Docker API connection (version negotiated), labels
+//! history      history.jsonl in and out; verdicts.json written atomically
 //! image        images built locally from files (no registry), tagged by content
 //! node         the reference node: the tenant sync job behind the node protocol
 //! supervisor   node processes: process groups, protocol lines, receipt stamps, signals
@@ -22,6 +23,7 @@ pub mod clock;
 pub mod demo;
 pub mod docker;
 pub mod error;
+pub mod history;
 pub mod image;
 pub mod local_redis;
 pub mod node;

@@ -24,6 +24,12 @@ enum Command {
         #[command(subcommand)]
         action: ImagesAction,
     },
+    /// Re-judge a recorded run: reads DIR/history.jsonl, rewrites DIR/verdicts.json, prints the
+    /// verdict per property; exit 0 pass, 1 fail, 3 inconclusive.
+    Check {
+        /// The run directory.
+        dir: std::path::PathBuf,
+    },
     /// Run as a node: the reference tenant-sync job, speaking the node protocol on stdin/stdout.
     Node,
     /// Run the vector store (the run's ground truth: its audit log).
@@ -117,6 +123,25 @@ fn main() -> ExitCode {
 
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Check { dir } => {
+            let r = leasequake::history::check_dir(&dir)?;
+            let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+            for p in &r.properties {
+                println!("{:<15} {:<15} {}", p.name, name(serde_json::to_value(p.status)?), p.sentence);
+            }
+            for why in &r.inconclusive {
+                println!("inconclusive: {why}");
+            }
+            if let Some(e) = r.expectation {
+                println!("expectation: {}", name(serde_json::to_value(e)?));
+            }
+            println!(
+                "verdict: {}  (written to {})",
+                format!("{:?}", r.verdict).to_uppercase(),
+                dir.join(leasequake::history::VERDICTS_FILE).display()
+            );
+            Ok(ExitCode::from(u8::try_from(r.verdict.exit_code()).unwrap_or(3)))
+        }
         Command::Node => {
             leasequake::node::run(tokio::io::stdin(), tokio::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)

@@ -1,5 +1,6 @@
 //! Integration tests of the `leasequake` binary and library.
 
+mod check_cli;
 mod demo;
 mod image;
 mod nodes;

@@ -1,0 +1,57 @@
+//! `leasequake check DIR` on docs/history.md's example, as a person would run it.
+
+use std::process::Command;
+
+fn example() -> String {
+    let doc = include_str!("../../../docs/history.md");
+    doc.split("```jsonl\n").nth(1).unwrap().split("```").next().unwrap().to_owned()
+}
+
+fn run_check(history: &str) -> (i32, String, serde_json::Value) {
+    let dir = std::env::temp_dir().join(format!("leasequake-check-{}-{}", std::process::id(), history.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("history.jsonl"), history).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("check").arg(&dir).output().unwrap();
+    let verdicts = serde_json::from_slice(&std::fs::read(dir.join("verdicts.json")).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), verdicts)
+}
+
+#[test]
+fn the_doc_example_fails_on_its_stale_write_and_says_so() {
+    let (code, stdout, verdicts) = run_check(&example());
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("no_stale_write  violated"), "{stdout}");
+    assert!(stdout.contains("verdict: FAIL"), "{stdout}");
+    assert_eq!(verdicts["verdict"], "fail");
+    let v = &verdicts["properties"][0]["violations"][0];
+    assert_eq!((v["evidence"][0]["seq"].as_u64(), v["evidence"][1]["seq"].as_u64()), (Some(1), Some(5)));
+}
+
+#[test]
+fn the_doc_example_passes_as_a_declared_expected_failure_and_when_fenced() {
+    let expected =
+        example().replace(r#""expected":null"#, r#""expected":{"property":"no_stale_write","why":"no fencing"}"#);
+    let (code, stdout, _) = run_check(&expected);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("expectation: expected_failure_observed"), "{stdout}");
+    let fenced = example().replace(
+        r#""fence":1,"op":"persist_record","collection":"c1","accepted":true,"reason":null"#,
+        r#""fence":1,"op":"persist_record","collection":"c1","accepted":false,"reason":"stale fence 1 < newest 2""#,
+    );
+    let (code, stdout, verdicts) = run_check(&fenced);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(verdicts["metrics"]["fenced_rejections"], 1);
+}
+
+#[test]
+fn an_unreadable_history_line_makes_the_run_inconclusive() {
+    let broken = example().replace(
+        r#"{"kind":"fault","id":1,"fault":"pause_node","target":"n1","phase":"healed""#,
+        r#"{"kind":"fault","id":"one","fault":"pause_node","target":"n1","phase":"healed""#,
+    );
+    let fenced = broken.replace(r#""collection":"c1","accepted":true"#, r#""collection":"c1","accepted":false"#);
+    let (code, stdout, _) = run_check(&fenced);
+    assert_eq!(code, 3, "{stdout}");
+    assert!(stdout.contains("unreadable history line"), "{stdout}");
+}
