@@ -28,6 +28,9 @@ fn main() {
         took.as_secs_f64() / (h.len() as f64 / 1e6),
         result.verdict
     );
+    if let Some(why) = result.inconclusive.first() {
+        println!("(inconclusive because: {why})");
+    }
 }
 
 fn generate(n: usize) -> Vec<HistoryLine> {

@@ -527,14 +527,24 @@ fn measure(
         let ((_, old, _), (at, _, _)) = (pair[0], pair[1]);
         loss_at.entry(old).and_modify(|t| *t = (*t).min(at)).or_insert(at);
     }
-    let masters: Vec<&&ObserverSample> = observer.iter().filter(|o| o.role.as_deref() == Some("master")).collect();
+    let mut masters: Vec<&ObserverSample> =
+        observer.iter().copied().filter(|o| o.role.as_deref() == Some("master")).collect();
+    masters.sort_by_key(|o| o.at_ns);
+    // Acquisition windows are consecutive and disjoint: one pointer walks the samples once.
+    let mut j = 0;
     for (i, (at, token, _)) in acquired.iter().enumerate() {
         let until = acquired.get(i + 1).map_or(u64::MAX, |n| n.0);
-        if let Some(o) = masters
-            .iter()
-            .find(|o| o.at_ns > *at && o.at_ns < until && o.holder.as_deref() != Some(*token) && o.error.is_none())
-        {
-            loss_at.entry(token).and_modify(|t| *t = (*t).min(o.at_ns)).or_insert(o.at_ns);
+        while j < masters.len() && masters[j].at_ns <= *at {
+            j += 1;
+        }
+        let mut k = j;
+        while k < masters.len() && masters[k].at_ns < until {
+            let o = masters[k];
+            if o.error.is_none() && o.holder.as_deref() != Some(*token) {
+                loss_at.entry(token).and_modify(|t| *t = (*t).min(o.at_ns)).or_insert(o.at_ns);
+                break;
+            }
+            k += 1;
         }
     }
     let mut last_action: HashMap<&str, (u64, &str)> = HashMap::new();

@@ -320,6 +320,19 @@ fn work_after_a_successor_acquired_is_wasted_and_measured() {
 }
 
 #[test]
+fn a_write_landing_while_the_master_held_another_owner_is_counted() {
+    let h = H::new()
+        .observe(Some(&token("n1", 1)))
+        .write("n1", 1, StoreOp::CreateCollection, "c1", true)
+        .observe(Some(&token("n2", 2)))
+        .write("n1", 1, StoreOp::Upsert, "c1", true)
+        .observe(None)
+        .write("n1", 1, StoreOp::Upsert, "c1", true)
+        .end();
+    assert_eq!(check(&h).metrics.landed_while_another_owned, 2, "one under n2's key, one under no key");
+}
+
+#[test]
 fn faults_report_their_time_to_effect() {
     let h = H::new()
         .fault(7, FaultPhase::Requested)
