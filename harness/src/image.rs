@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
-use testcontainers::bollard::query_parameters::{CreateImageOptionsBuilder, TagImageOptionsBuilder};
+use testcontainers::bollard::query_parameters::{
+    CreateImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptions, TagImageOptionsBuilder,
+};
 use testcontainers::bollard::{body_full, Docker};
 
 use crate::docker::{LABEL_IMAGE, LABEL_INPUTS, LABEL_MANAGED};
@@ -23,6 +25,8 @@ use crate::error::HarnessError;
 pub const STABLE_TAG: &str = "current";
 /// The fault proxy's API port inside its container.
 pub const PROXY_API_PORT: u16 = 8474;
+/// The vector store's port inside its container.
+pub const STORE_PORT: u16 = 7700;
 
 /// One file of an image's root filesystem.
 #[derive(Debug, Clone)]
@@ -37,9 +41,17 @@ struct RootfsFile {
 pub struct ImageSpec {
     name: &'static str,
     files: Vec<RootfsFile>,
+    /// Symbolic links: (path, target).
+    links: Vec<(String, String)>,
+    /// Directories that must exist (empty), with their modes.
+    dirs: Vec<(String, u32)>,
     cmd: Vec<String>,
     expose: Vec<u16>,
 }
+
+/// The Redis image's Debian packages: the server/sentinel/cli binaries, their two libraries not
+/// found on a plain Debian host, and a static busybox for `sh` (health checks, `docker exec`).
+const REDIS_PACKAGES: [&str; 4] = ["redis-tools", "libjemalloc2", "liblzf1", "busybox-static"];
 
 /// An image that exists locally.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,9 +72,65 @@ impl ImageSpec {
         let binary = locate_binary("toxiproxy-server", "LEASEQUAKE_TOXIPROXY_BIN")?;
         let mut files =
             vec![RootfsFile { source: binary.clone(), dest: "/usr/local/bin/toxiproxy-server".into(), mode: 0o755 }];
-        files.extend(shared_libraries(&binary)?);
+        files.extend(shared_libraries(&binary, None)?);
         let cmd = ["/usr/local/bin/toxiproxy-server", "-host", "0.0.0.0", "-port", "8474"].map(str::to_owned).to_vec();
-        Ok(Self { name: "toxiproxy", files, cmd, expose: vec![PROXY_API_PORT] })
+        Ok(Self { name: "toxiproxy", files, links: vec![], dirs: vec![], cmd, expose: vec![PROXY_API_PORT] })
+    }
+
+    /// The vector store: this harness's own binary running `vector-store` on 0.0.0.0:7700, its
+    /// audit log in /data.
+    pub fn store() -> Result<Self, HarnessError> {
+        let binary = locate_binary("leasequake", "LEASEQUAKE_BIN")?;
+        let mut files =
+            vec![RootfsFile { source: binary.clone(), dest: "/usr/local/bin/leasequake".into(), mode: 0o755 }];
+        files.extend(shared_libraries(&binary, None)?);
+        let cmd = [
+            "/usr/local/bin/leasequake",
+            "vector-store",
+            "--listen",
+            "0.0.0.0:7700",
+            "--audit-file",
+            "/data/audit.jsonl",
+        ];
+        Ok(Self {
+            name: "vector-store",
+            files,
+            links: vec![],
+            dirs: vec![("/data".into(), 0o777)],
+            cmd: cmd.map(str::to_owned).to_vec(),
+            expose: vec![STORE_PORT],
+        })
+    }
+
+    /// Redis (server, sentinel, cli) from Debian's packages, with busybox for a shell. Downloads
+    /// the packages with `apt-get download` into the cache the first time.
+    pub fn redis() -> Result<Self, HarnessError> {
+        let root = debian_root(&REDIS_PACKAGES)?;
+        let mut files = Vec::new();
+        for path in ["/usr/bin/redis-check-rdb", "/usr/bin/redis-cli", "/bin/busybox"] {
+            let source = root.join(path.trim_start_matches('/'));
+            files.push(RootfsFile { source: source.clone(), dest: path.into(), mode: 0o755 });
+            if path != "/bin/busybox" {
+                for lib in shared_libraries(&source, Some(&root))? {
+                    if !files.iter().any(|f| f.dest == lib.dest) {
+                        files.push(lib);
+                    }
+                }
+            }
+        }
+        let links = [
+            ("/usr/bin/redis-server", "redis-check-rdb"),
+            ("/usr/bin/redis-sentinel", "redis-check-rdb"),
+            ("/bin/sh", "busybox"),
+        ];
+        Ok(Self {
+            name: "redis",
+            files,
+            links: links.map(|(a, b)| (a.to_owned(), b.to_owned())).to_vec(),
+            dirs: vec![("/data".into(), 0o777), ("/tmp".into(), 0o1777)],
+            cmd: ["/usr/bin/redis-server", "--protected-mode", "no", "--dir", "/data"].map(str::to_owned).to_vec(),
+            expose: vec![6379, 26379],
+        })
     }
 
     /// The image repository, `leasequake/<name>`.
@@ -82,6 +150,12 @@ impl ImageSpec {
             h.update((bytes.len() as u64).to_le_bytes());
             h.update(&bytes);
         }
+        for (path, target) in &self.links {
+            h.update(format!("link {path} {target}\0").as_bytes());
+        }
+        for (path, mode) in &self.dirs {
+            h.update(format!("dir {path} {mode}\0").as_bytes());
+        }
         h.update(self.cmd.join("\0").as_bytes());
         h.update(format!("{:?}", self.expose).as_bytes());
         Ok(h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect())
@@ -91,8 +165,9 @@ impl ImageSpec {
     fn rootfs_tar(&self) -> Result<Vec<u8>, HarnessError> {
         let mut tar = tar::Builder::new(Vec::new());
         let mut dirs = BTreeSet::new();
-        for f in &self.files {
-            let mut p = Path::new(&f.dest).parent();
+        let paths = self.files.iter().map(|f| f.dest.as_str()).chain(self.links.iter().map(|l| l.0.as_str()));
+        for dest in paths {
+            let mut p = Path::new(dest).parent();
             while let Some(d) = p.filter(|d| *d != Path::new("/")) {
                 dirs.insert(d.to_path_buf());
                 p = d.parent();
@@ -106,6 +181,22 @@ impl ImageSpec {
             header.set_size(0);
             header.set_mtime(0);
             tar.append_data(&mut header, d.strip_prefix("/").unwrap_or(d), std::io::empty()).map_err(fail)?;
+        }
+        for (d, mode) in &self.dirs {
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_mode(*mode);
+            header.set_size(0);
+            header.set_mtime(0);
+            tar.append_data(&mut header, d.trim_start_matches('/'), std::io::empty()).map_err(fail)?;
+        }
+        for (path, target) in &self.links {
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(tar::EntryType::Symlink);
+            header.set_mode(0o777);
+            header.set_size(0);
+            header.set_mtime(0);
+            tar.append_link(&mut header, path.trim_start_matches('/'), target).map_err(fail)?;
         }
         for f in &self.files {
             let bytes = std::fs::read(&f.source)
@@ -152,7 +243,22 @@ pub async fn ensure(docker: &Docker, spec: &ImageSpec) -> Result<Built, HarnessE
     }
     let tag = TagImageOptionsBuilder::new().repo(&repo).tag(STABLE_TAG).build();
     docker.tag_image(&reference, Some(tag)).await.map_err(|e| spec.failed(format!("cannot tag {STABLE_TAG}: {e}")))?;
+    if !exists {
+        prune_older(docker, spec.name, &reference).await;
+    }
     Ok(Built { reference, stable: format!("{repo}:{STABLE_TAG}"), rebuilt: !exists, took: started.elapsed() })
+}
+
+/// Removes this image's older builds (best effort: an image a container still uses is kept).
+async fn prune_older(docker: &Docker, name: &str, keep: &str) {
+    let filters = std::collections::HashMap::from([("label", vec![format!("{LABEL_IMAGE}={name}")])]);
+    let options = ListImagesOptionsBuilder::new().filters(&filters).build();
+    let Ok(images) = docker.list_images(Some(options)).await else { return };
+    for image in images.iter().filter(|i| !i.repo_tags.iter().any(|t| t == keep)) {
+        for tag in &image.repo_tags {
+            let _ = docker.remove_image(tag, None::<RemoveImageOptions>, None).await;
+        }
+    }
 }
 
 /// Finds a program built from this workspace: `$env`, else next to the running executable (or
@@ -180,16 +286,96 @@ fn locate_binary(name: &str, env: &str) -> Result<PathBuf, HarnessError> {
 }
 
 /// The shared libraries and loader `ldd` lists for `binary`, at the paths the loader expects.
-fn shared_libraries(binary: &Path) -> Result<Vec<RootfsFile>, HarnessError> {
-    let out = Command::new("ldd").arg(binary).output().map_err(|e| HarnessError::ImageBuild {
-        image: binary.display().to_string(),
-        detail: format!("cannot run `ldd` (install libc-bin): {e}"),
-    })?;
+/// Libraries found under `root` (unpacked packages) are taken from there, at their path inside it.
+fn shared_libraries(binary: &Path, root: Option<&Path>) -> Result<Vec<RootfsFile>, HarnessError> {
+    let failed = |detail: String| HarnessError::ImageBuild { image: binary.display().to_string(), detail };
+    let mut ldd = Command::new("ldd");
+    ldd.arg(binary);
+    if let Some(root) = root {
+        let dirs = ["usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu", "usr/lib", "lib"]
+            .map(|d| root.join(d).display().to_string());
+        ldd.env("LD_LIBRARY_PATH", dirs.join(":"));
+    }
+    let out = ldd.output().map_err(|e| failed(format!("cannot run `ldd` (install libc-bin): {e}")))?;
     let text = String::from_utf8_lossy(&out.stdout);
+    let missing: Vec<&str> = text.lines().filter(|l| l.contains("not found")).map(str::trim).collect();
+    if !missing.is_empty() {
+        return Err(failed(format!(
+            "libraries not found on this host: {} (install the Debian packages that ship them)",
+            missing.join(", ")
+        )));
+    }
     Ok(parse_ldd(&text)
         .into_iter()
-        .map(|path| RootfsFile { source: PathBuf::from(&path), dest: path, mode: 0o755 })
+        .map(|path| {
+            let dest = root
+                .and_then(|r| Path::new(&path).strip_prefix(r).ok())
+                .map_or_else(|| path.clone(), |inner| format!("/{}", inner.display()));
+            RootfsFile { source: PathBuf::from(&path), dest, mode: 0o755 }
+        })
         .collect())
+}
+
+/// Where downloaded packages and unpacked roots are kept between runs.
+fn cache_dir() -> PathBuf {
+    std::env::var_os("LEASEQUAKE_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+        std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from).join(".cache/leasequake")
+    })
+}
+
+/// Downloads `packages` (once, with `apt-get download`; `apt-get update` first if apt knows none
+/// of them) and unpacks them into a fresh root directory, which it returns.
+fn debian_root(packages: &[&str]) -> Result<PathBuf, HarnessError> {
+    let failed = |detail: String| HarnessError::ImageBuild { image: "leasequake/redis".into(), detail };
+    let debs = cache_dir().join("debs");
+    std::fs::create_dir_all(&debs).map_err(|e| failed(format!("cannot create {}: {e}", debs.display())))?;
+    let have = |pkg: &str| -> Option<PathBuf> {
+        let entries = std::fs::read_dir(&debs).ok()?;
+        entries.flatten().map(|e| e.path()).find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb"))
+        })
+    };
+    let missing: Vec<&str> = packages.iter().copied().filter(|p| have(p).is_none()).collect();
+    if !missing.is_empty() {
+        let download = || Command::new("apt-get").arg("download").args(&missing).current_dir(&debs).output();
+        let mut out = download().map_err(|e| {
+            failed(format!("cannot run `apt-get download` ({e}); on hosts without apt, use the official redis image"))
+        })?;
+        if !out.status.success() {
+            // A fresh machine may have no package lists yet.
+            let _ = Command::new("apt-get").args(["update", "-qq"]).output();
+            out = download().map_err(|e| failed(e.to_string()))?;
+        }
+        if !out.status.success() {
+            return Err(failed(format!(
+                "`apt-get download {}` failed: {}",
+                missing.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+    }
+    let root = cache_dir().join("redis-root");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).map_err(|e| failed(format!("cannot create {}: {e}", root.display())))?;
+    for pkg in packages {
+        let deb = have(pkg).ok_or_else(|| failed(format!("{pkg} was not downloaded")))?;
+        let out = Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(&deb)
+            .arg(&root)
+            .output()
+            .map_err(|e| failed(format!("cannot run dpkg-deb: {e}")))?;
+        if !out.status.success() {
+            return Err(failed(format!(
+                "dpkg-deb -x {} failed: {}",
+                deb.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+    }
+    Ok(root)
 }
 
 /// The absolute paths in `ldd` output (`lib => /path (addr)` and `/loader (addr)` lines).

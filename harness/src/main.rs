@@ -169,16 +169,18 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Images { action: ImagesAction::Build } => {
+            use leasequake::image::{ensure, ImageSpec};
             let docker = leasequake::docker::connect().await?;
-            let spec = leasequake::image::ImageSpec::proxy()?;
-            let built = leasequake::image::ensure(&docker, &spec).await?;
-            let what = if built.rebuilt { "built" } else { "unchanged, reused" };
-            println!(
-                "{}  {what} in {:.2} s  (also tagged {})",
-                built.reference,
-                built.took.as_secs_f64(),
-                built.stable
-            );
+            for spec in [ImageSpec::redis()?, ImageSpec::proxy()?, ImageSpec::store()?] {
+                let built = ensure(&docker, &spec).await?;
+                let what = if built.rebuilt { "built" } else { "unchanged, reused" };
+                println!(
+                    "{}  {what} in {:.2} s  (also tagged {})",
+                    built.reference,
+                    built.took.as_secs_f64(),
+                    built.stable
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo { redis, nodes, node_cmd, tenant, ttl_ms, seconds, policy, store_fences } => {

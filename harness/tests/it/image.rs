@@ -24,12 +24,18 @@ impl Drop for RemoveOnDrop {
 /// Runs `image` with the proxy API published on a free loopback port; returns the container's
 /// removal guard and the host port.
 async fn run_proxy(docker: &Docker, image: &str, name: &str) -> (RemoveOnDrop, u16) {
+    run(docker, image, name, None, PROXY_API_PORT).await
+}
+
+/// Runs `image` (with `cmd`, if given) with `port` published on a free loopback port.
+async fn run(docker: &Docker, image: &str, name: &str, cmd: Option<Vec<String>>, port: u16) -> (RemoveOnDrop, u16) {
     let bindings = HashMap::from([(
-        format!("{PROXY_API_PORT}/tcp"),
+        format!("{port}/tcp"),
         Some(vec![PortBinding { host_ip: Some("127.0.0.1".into()), host_port: Some(String::new()) }]),
     )]);
     let body = ContainerCreateBody {
         image: Some(image.into()),
+        cmd,
         labels: Some(HashMap::from([(LABEL_MANAGED.to_owned(), "true".to_owned())])),
         host_config: Some(HostConfig { port_bindings: Some(bindings), ..Default::default() }),
         ..Default::default()
@@ -39,10 +45,8 @@ async fn run_proxy(docker: &Docker, image: &str, name: &str) -> (RemoveOnDrop, u
     let guard = RemoveOnDrop(id.clone());
     docker.start_container(&id, None).await.unwrap();
     let info = docker.inspect_container(&id, None).await.unwrap();
-    let port = info
-        .network_settings
-        .and_then(|n| n.ports)
-        .and_then(|p| p.get(&format!("{PROXY_API_PORT}/tcp")).cloned().flatten());
+    let port =
+        info.network_settings.and_then(|n| n.ports).and_then(|p| p.get(&format!("{port}/tcp")).cloned().flatten());
     let port = port.and_then(|b| b.first().and_then(|b| b.host_port.clone())).unwrap().parse().unwrap();
     (guard, port)
 }
@@ -89,4 +93,50 @@ async fn a_missing_docker_daemon_is_named_with_the_fix() {
     assert!(matches!(err, HarnessError::DockerUnavailable { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(msg.contains("Docker daemon") && msg.contains("DOCKER_HOST"), "{msg}");
+}
+
+/// Waits (at most 10 s) for `probe` to succeed: the container's service answering is the event.
+async fn answered<T, E: std::fmt::Display>(mut probe: impl AsyncFnMut() -> Result<T, E>) -> T {
+    let mut last = String::new();
+    for _ in 0..100 {
+        match probe().await {
+            Ok(v) => return v,
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no answer within 10 s: {last}");
+}
+
+#[tokio::test]
+async fn the_redis_image_serves_redis_behind_a_password_that_no_error_repeats() {
+    let docker = docker::connect().await.unwrap();
+    let built = image::ensure(&docker, &ImageSpec::redis().unwrap()).await.unwrap();
+    let secret = "pw-4f9c2e";
+    let cmd = ["/usr/bin/redis-server", "--protected-mode", "no", "--requirepass", secret].map(str::to_owned).to_vec();
+    let name = format!("leasequake-test-redis-{}", std::process::id());
+    let (_container, port) = run(&docker, &built.reference, &name, Some(cmd), 6379).await;
+    let url = format!("redis://:{secret}@127.0.0.1:{port}/");
+    let pong: String = answered(async || {
+        let mut c = redis::Client::open(url.as_str())?.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async::<String>(&mut c).await
+    })
+    .await;
+    assert_eq!(pong, "PONG");
+    let wrong = format!("redis://:wrong-{secret}@127.0.0.1:{port}/");
+    let err = redis::Client::open(wrong.as_str()).unwrap().get_multiplexed_async_connection().await.err().unwrap();
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(secret), "the password leaked into an error: {shown}");
+}
+
+#[tokio::test]
+async fn the_store_image_serves_the_store_api() {
+    let docker = docker::connect().await.unwrap();
+    let built = image::ensure(&docker, &ImageSpec::store().unwrap()).await.unwrap();
+    let name = format!("leasequake-test-store-{}", std::process::id());
+    let (_container, port) = run(&docker, &built.reference, &name, None, leasequake::image::STORE_PORT).await;
+    let addr = format!("127.0.0.1:{port}");
+    let (status, body) =
+        answered(async || leasequake_toxiproxy::http::exchange(&addr, "GET", "/v1/health", None).await).await;
+    assert_eq!((status, body.as_str()), (200, r#"{"ok":true}"#));
 }
