@@ -4,6 +4,7 @@
 //! ```text
 //! check        the checker: history in, verdicts and metrics out (pure)
 //! clock        CLOCK_MONOTONIC ns, the one time base
+//! env          the per-run environment: networks, Redis, Sentinels, proxy, store; cleanup
 //! error        HarnessError: every failure names its cause and fix
 //! docker       the Docker API connection (version negotiated), labels
 //! history      history.jsonl in and out; verdicts.json written atomically
@@ -22,6 +23,7 @@ pub mod check;
 pub mod clock;
 pub mod demo;
 pub mod docker;
+pub mod env;
 pub mod error;
 pub mod history;
 pub mod image;

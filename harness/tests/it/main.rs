@@ -2,6 +2,7 @@
 
 mod check_cli;
 mod demo;
+mod env;
 mod image;
 mod nodes;
 mod protocol_doc;

@@ -1,0 +1,532 @@
+//! The chaos environment, one per run: Redis primary and replica, three Sentinels, the fault
+//! proxy and the vector store, in containers on two labelled networks with small fixed subnets. The
+//! client network carries proxy <-> Redis and proxy <-> store traffic. The replication network
+//! carries primary <-> replica <-> Sentinels, so either link can be cut alone; replication and
+//! Sentinel traffic never pass the fault proxy.
+//!
+//! Every object carries the project's labels, the run id, and the harness's pid and process start
+//! time, so start-up can remove the leftovers of dead runs without touching live ones. `down` (or
+//! Drop, as a backstop) removes the run's objects.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use leasequake_toxiproxy::Client as ProxyClient;
+use sha2::{Digest, Sha256};
+use testcontainers::bollard::container::LogOutput;
+use testcontainers::bollard::exec::{CreateExecOptions, StartExecResults};
+use testcontainers::bollard::models::{
+    ContainerCreateBody, EndpointSettings, HostConfig, Ipam, IpamConfig, NetworkConnectRequest, NetworkCreateRequest,
+    NetworkingConfig, PortBinding,
+};
+use testcontainers::bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListNetworksOptionsBuilder,
+    RemoveContainerOptionsBuilder,
+};
+use testcontainers::bollard::Docker;
+
+use crate::docker::LABEL_MANAGED;
+use crate::error::HarnessError;
+use crate::image::{Built, PROXY_API_PORT, STORE_PORT};
+
+/// The run a labelled object belongs to.
+pub const LABEL_RUN: &str = "io.leasequake.run";
+/// The pid of the harness that created it.
+pub const LABEL_PID: &str = "io.leasequake.pid";
+/// That process's start time (clock ticks since boot), so a reused pid is not mistaken for it.
+pub const LABEL_PID_START: &str = "io.leasequake.pid-start";
+/// The name Sentinel monitors the primary under.
+pub const MASTER_NAME: &str = "leasequake";
+/// First container port of the proxy's block (two per node: Redis, store).
+pub const PROXY_PORT_BASE: u16 = 20_000;
+
+/// What to bring up.
+#[derive(Debug, Clone)]
+pub struct EnvConfig {
+    /// How many nodes will need proxies (two ports each).
+    pub nodes: u32,
+    /// Sentinel `down-after-milliseconds`.
+    pub down_after_ms: u64,
+    /// Sentinel `failover-timeout`.
+    pub failover_timeout_ms: u64,
+    /// How long to wait for readiness.
+    pub ready_timeout: Duration,
+    /// The images (from `image::ensure`): Redis, proxy, store.
+    pub redis_image: Built,
+    /// The proxy image.
+    pub proxy_image: Built,
+    /// The store image.
+    pub store_image: Built,
+}
+
+/// A running environment.
+pub struct Environment {
+    docker: Docker,
+    /// The run id (in every object's name and labels).
+    pub run_id: String,
+    password: String,
+    containers: BTreeMap<&'static str, String>,
+    /// The proxy's API, from the host.
+    pub proxy_api: String,
+    /// The store's API, from the host (nodes go through their proxies instead).
+    pub store_addr: String,
+    /// Host ports of the proxy's port block, in order (container ports from `PROXY_PORT_BASE`).
+    pub proxy_ports: Vec<u16>,
+    /// Time from the first container's creation to ready.
+    pub ready_in: Duration,
+    removed: bool,
+}
+
+/// One container to start.
+struct Spec<'a> {
+    role: &'static str,
+    image: &'a Built,
+    cmd: Vec<String>,
+    nets: Vec<&'static str>,
+    publish: Vec<u16>,
+}
+
+fn labels(run_id: &str) -> HashMap<String, String> {
+    let pid = std::process::id();
+    HashMap::from([
+        (LABEL_MANAGED.to_owned(), "true".to_owned()),
+        (LABEL_RUN.to_owned(), run_id.to_owned()),
+        (LABEL_PID.to_owned(), pid.to_string()),
+        (LABEL_PID_START.to_owned(), process_start(pid).map(|t| t.to_string()).unwrap_or_default()),
+    ])
+}
+
+/// A process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
+#[must_use]
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn docker_err(what: &str, e: impl std::fmt::Display) -> HarnessError {
+    HarnessError::DockerUnavailable { detail: format!("{what}: {e}") }
+}
+
+impl Environment {
+    /// Creates the networks and containers and waits until everything is ready.
+    pub async fn up(docker: Docker, cfg: &EnvConfig) -> Result<Self, HarnessError> {
+        let run_id = format!("{:08x}", rand::random::<u32>());
+        let password = format!("{:032x}", rand::random::<u128>());
+        let mut env = Self {
+            docker,
+            run_id,
+            password,
+            containers: BTreeMap::new(),
+            proxy_api: String::new(),
+            store_addr: String::new(),
+            proxy_ports: Vec::new(),
+            ready_in: Duration::ZERO,
+            removed: false,
+        };
+        let started = Instant::now();
+        // On any failure the environment drops and its objects are removed.
+        env.create_networks().await?;
+        env.create_containers(cfg).await?;
+        env.wait_ready(cfg.ready_timeout).await?;
+        env.ready_in = started.elapsed();
+        Ok(env)
+    }
+
+    fn network(&self, which: &str) -> String {
+        format!("lq-{}-{which}", self.run_id)
+    }
+
+    async fn create_networks(&self) -> Result<(), HarnessError> {
+        // Small fixed subnets: try slot after slot until one is free on this engine.
+        for slot in 0..64u32 {
+            let (a, b) = (16 + slot / 16, (slot % 16) * 16);
+            let client = format!("172.{a}.{b}.0/28");
+            let repl = format!("172.{a}.{}.16/28", b);
+            let mut made = Vec::new();
+            for (which, subnet) in [("client", &client), ("repl", &repl)] {
+                let req = NetworkCreateRequest {
+                    name: self.network(which),
+                    driver: Some("bridge".into()),
+                    labels: Some(labels(&self.run_id)),
+                    ipam: Some(Ipam {
+                        config: Some(vec![IpamConfig { subnet: Some(subnet.clone()), ..Default::default() }]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                match self.docker.create_network(req).await {
+                    Ok(_) => made.push(which),
+                    Err(e) if e.to_string().contains("overlap") => break,
+                    Err(e) => return Err(docker_err("cannot create a network", e)),
+                }
+            }
+            if made.len() == 2 {
+                return Ok(());
+            }
+            for which in made {
+                let _ = self.docker.remove_network(&self.network(which)).await;
+            }
+        }
+        Err(docker_err(
+            "no free subnet",
+            "64 candidate /28 pairs in 172.16-19.x.x all overlap existing networks; run `leasequake clean`",
+        ))
+    }
+
+    async fn create_containers(&mut self, cfg: &EnvConfig) -> Result<(), HarnessError> {
+        let pw = self.password.clone();
+        let redis = |extra: &[&str]| -> Vec<String> {
+            let mut cmd = [
+                "/usr/bin/redis-server",
+                "--protected-mode",
+                "no",
+                "--dir",
+                "/data",
+                "--requirepass",
+                &pw,
+                "--masterauth",
+                &pw,
+            ]
+            .map(str::to_owned)
+            .to_vec();
+            cmd.extend(["--repl-diskless-sync-delay", "0", "--save", "", "--appendonly", "no"].map(str::to_owned));
+            cmd.extend(extra.iter().map(|s| (*s).to_owned()));
+            cmd
+        };
+        let ids: Vec<String> = (1..=3).map(|i| sentinel_id(&self.run_id, i)).collect();
+        let mut specs: Vec<Spec> = vec![
+            Spec {
+                role: "redis-primary",
+                image: &cfg.redis_image,
+                cmd: redis(&["--replica-announce-ip", "redis-primary"]),
+                nets: vec!["client", "repl"],
+                publish: vec![],
+            },
+            Spec {
+                role: "redis-replica",
+                image: &cfg.redis_image,
+                cmd: redis(&["--replicaof", "redis-primary", "6379", "--replica-announce-ip", "redis-replica"]),
+                nets: vec!["client", "repl"],
+                publish: vec![],
+            },
+        ];
+        for (i, name) in [(1usize, "sentinel-1"), (2, "sentinel-2"), (3, "sentinel-3")] {
+            let mut conf = vec![
+                "port 26379".to_owned(),
+                "sentinel resolve-hostnames yes".into(),
+                "sentinel announce-hostnames yes".into(),
+                format!("sentinel announce-ip {name}"),
+                format!("sentinel myid {}", ids[i - 1]),
+                format!("sentinel monitor {MASTER_NAME} redis-primary 6379 2"),
+                format!("sentinel auth-pass {MASTER_NAME} {pw}"),
+                format!("sentinel down-after-milliseconds {MASTER_NAME} {}", cfg.down_after_ms),
+                format!("sentinel failover-timeout {MASTER_NAME} {}", cfg.failover_timeout_ms),
+                format!("sentinel known-replica {MASTER_NAME} redis-replica 6379"),
+            ];
+            for j in (1..=3).filter(|j| *j != i) {
+                conf.push(format!("sentinel known-sentinel {MASTER_NAME} sentinel-{j} 26379 {}", ids[j - 1]));
+            }
+            // Sentinel rewrites its config: it must be a file of its own inside the container.
+            let script = format!(
+                "printf '%s\\n' {} > /data/sentinel.conf && exec /usr/bin/redis-sentinel /data/sentinel.conf",
+                conf.iter().map(|l| format!("'{l}'")).collect::<Vec<_>>().join(" ")
+            );
+            specs.push(Spec {
+                role: name,
+                image: &cfg.redis_image,
+                cmd: vec!["/bin/sh".into(), "-c".into(), script],
+                nets: vec!["repl"],
+                publish: vec![],
+            });
+        }
+        let mut proxy_ports = vec![PROXY_API_PORT];
+        proxy_ports.extend((0..cfg.nodes * 2).map(|i| PROXY_PORT_BASE + i as u16));
+        specs.push(Spec {
+            role: "proxy",
+            image: &cfg.proxy_image,
+            cmd: vec![],
+            nets: vec!["client"],
+            publish: proxy_ports,
+        });
+        specs.push(Spec {
+            role: "store",
+            image: &cfg.store_image,
+            cmd: vec![],
+            nets: vec!["client"],
+            publish: vec![STORE_PORT],
+        });
+
+        // Started concurrently: pre-seeded Sentinel configs make the order irrelevant.
+        let starts = specs.iter().map(|s| self.start(s.role, &s.image.reference, &s.cmd, &s.nets, &s.publish));
+        let results = futures_util::future::join_all(starts).await;
+        for (spec, r) in specs.iter().zip(results) {
+            self.containers.insert(spec.role, r?);
+        }
+        let ports = self.published("proxy").await?;
+        self.proxy_api = format!("127.0.0.1:{}", ports[&PROXY_API_PORT]);
+        self.proxy_ports = (0..cfg.nodes * 2).map(|i| ports[&(PROXY_PORT_BASE + i as u16)]).collect();
+        self.store_addr = format!("127.0.0.1:{}", self.published("store").await?[&STORE_PORT]);
+        Ok(())
+    }
+
+    async fn start(
+        &self,
+        role: &str,
+        image: &str,
+        cmd: &[String],
+        nets: &[&str],
+        publish: &[u16],
+    ) -> Result<String, HarnessError> {
+        let bindings: HashMap<String, Option<Vec<PortBinding>>> = publish
+            .iter()
+            .map(|p| {
+                (
+                    format!("{p}/tcp"),
+                    Some(vec![PortBinding { host_ip: Some("127.0.0.1".into()), host_port: Some(String::new()) }]),
+                )
+            })
+            .collect();
+        let first = self.network(nets[0]);
+        let endpoint = EndpointSettings { aliases: Some(vec![role.to_owned()]), ..Default::default() };
+        let body = ContainerCreateBody {
+            image: Some(image.to_owned()),
+            cmd: (!cmd.is_empty()).then(|| cmd.to_vec()),
+            hostname: Some(role.to_owned()),
+            labels: Some(labels(&self.run_id)),
+            exposed_ports: Some(publish.iter().map(|p| format!("{p}/tcp")).collect()),
+            host_config: Some(HostConfig {
+                port_bindings: Some(bindings),
+                network_mode: Some(first.clone()),
+                ..Default::default()
+            }),
+            networking_config: Some(NetworkingConfig { endpoints_config: Some(HashMap::from([(first, endpoint)])) }),
+            ..Default::default()
+        };
+        let name = format!("lq-{}-{role}", self.run_id);
+        let options = CreateContainerOptionsBuilder::new().name(&name).build();
+        let id = self
+            .docker
+            .create_container(Some(options), body)
+            .await
+            .map_err(|e| docker_err(&format!("cannot create {role}"), e))?
+            .id;
+        for net in &nets[1..] {
+            let req = NetworkConnectRequest {
+                container: id.clone(),
+                endpoint_config: Some(EndpointSettings { aliases: Some(vec![role.to_owned()]), ..Default::default() }),
+            };
+            self.docker
+                .connect_network(&self.network(net), req)
+                .await
+                .map_err(|e| docker_err(&format!("cannot connect {role}"), e))?;
+        }
+        self.docker.start_container(&id, None).await.map_err(|e| docker_err(&format!("cannot start {role}"), e))?;
+        Ok(id)
+    }
+
+    async fn published(&self, role: &str) -> Result<BTreeMap<u16, u16>, HarnessError> {
+        let info =
+            self.docker.inspect_container(&self.containers[role], None).await.map_err(|e| docker_err(role, e))?;
+        let ports = info.network_settings.and_then(|n| n.ports).unwrap_or_default();
+        Ok(ports
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let inner: u16 = k.split('/').next()?.parse().ok()?;
+                let host: u16 = v?.first()?.host_port.as_ref()?.parse().ok()?;
+                Some((inner, host))
+            })
+            .collect())
+    }
+
+    /// Runs `cmd` in the container of `role` and returns its output (stdout and stderr).
+    pub async fn exec(&self, role: &str, cmd: &[&str]) -> Result<String, HarnessError> {
+        let id = self.containers.get(role).ok_or_else(|| docker_err("exec", format!("no container {role}")))?;
+        let run = async {
+            let exec = self
+                .docker
+                .create_exec(
+                    id,
+                    CreateExecOptions {
+                        cmd: Some(cmd.to_vec()),
+                        attach_stdout: Some(true),
+                        attach_stderr: Some(true),
+                        ..Default::default()
+                    },
+                )
+                .await?;
+            let mut text = String::new();
+            if let StartExecResults::Attached { mut output, .. } = self.docker.start_exec(&exec.id, None).await? {
+                while let Some(chunk) = output.next().await {
+                    match chunk? {
+                        LogOutput::StdOut { message } | LogOutput::StdErr { message } => {
+                            text.push_str(&String::from_utf8_lossy(&message))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Ok::<_, testcontainers::bollard::errors::Error>(text)
+        };
+        match tokio::time::timeout(Duration::from_secs(5), run).await {
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err(e)) => Err(docker_err(&format!("exec in {role}"), e)),
+            Err(_) => Err(docker_err(&format!("exec in {role}"), "no answer within 5 s")),
+        }
+    }
+
+    /// `redis-cli` against the Redis instance (or Sentinel) of `role`, authenticated.
+    pub async fn redis_cli(&self, role: &str, args: &[&str]) -> Result<String, HarnessError> {
+        let mut cmd = vec!["/usr/bin/redis-cli", "--no-auth-warning"];
+        if role.starts_with("sentinel") {
+            cmd.extend(["-p", "26379"]);
+        } else {
+            cmd.extend(["-a", &self.password]);
+        }
+        cmd.extend(args);
+        self.exec(role, &cmd).await
+    }
+
+    /// The Redis password of this run (for the nodes' URLs; never printed).
+    #[must_use]
+    pub fn redis_password(&self) -> &str {
+        &self.password
+    }
+
+    /// The container id of `role`.
+    #[must_use]
+    pub fn container(&self, role: &str) -> Option<&str> {
+        self.containers.get(role).map(String::as_str)
+    }
+
+    /// The docker client.
+    #[must_use]
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    async fn wait_ready(&self, limit: Duration) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + limit;
+        let mut last = String::from("not checked yet");
+        // Bounded by `limit`.
+        while Instant::now() < deadline {
+            match self.not_ready().await {
+                None => return Ok(()),
+                Some(why) => last = why,
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(docker_err("the environment did not become ready", format!("after {limit:?}: {last}")))
+    }
+
+    /// Why the environment is not ready, or `None` when it is.
+    async fn not_ready(&self) -> Option<String> {
+        let info = self.redis_cli("redis-replica", &["INFO", "replication"]).await.unwrap_or_default();
+        if !info.contains("master_link_status:up") {
+            return Some("the replica is not linked to the primary".into());
+        }
+        for s in ["sentinel-1", "sentinel-2", "sentinel-3"] {
+            let out = self.redis_cli(s, &["SENTINEL", "MASTER", MASTER_NAME]).await.unwrap_or_default();
+            let fields: Vec<&str> = out.lines().collect();
+            let get = |k: &str| fields.iter().position(|l| *l == k).and_then(|i| fields.get(i + 1)).copied();
+            if get("num-slaves") != Some("1")
+                || get("num-other-sentinels") != Some("2")
+                || get("flags") != Some("master")
+            {
+                return Some(format!("{s} does not yet see the primary, the replica and two other sentinels"));
+            }
+        }
+        if ProxyClient::new(self.proxy_api.clone()).with_timeout(Duration::from_secs(1)).version().await.is_err() {
+            return Some("the proxy API does not answer".into());
+        }
+        match leasequake_toxiproxy::http::exchange(&self.store_addr, "GET", "/v1/health", None).await {
+            Ok((200, _)) => None,
+            _ => Some("the store does not answer".into()),
+        }
+    }
+
+    /// Removes the run's containers and networks.
+    pub async fn down(mut self) -> Result<(), HarnessError> {
+        self.removed = true;
+        remove_labelled(&self.docker, Some(&self.run_id), false).await
+    }
+}
+
+impl Drop for Environment {
+    fn drop(&mut self) {
+        if self.removed {
+            return;
+        }
+        // Backstop (panic, early error): the docker CLI, synchronously; no async I/O in Drop.
+        let filter = format!("label={LABEL_RUN}={}", self.run_id);
+        if let Ok(out) = std::process::Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output() {
+            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect();
+            if !ids.is_empty() {
+                let _ = std::process::Command::new("docker").arg("rm").arg("-f").args(&ids).output();
+            }
+        }
+        if let Ok(out) =
+            std::process::Command::new("docker").args(["network", "ls", "-q", "--filter", &filter]).output()
+        {
+            for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = std::process::Command::new("docker").args(["network", "rm", id]).output();
+            }
+        }
+    }
+}
+
+/// A fixed 40-hex Sentinel id for sentinel `i` of `run_id`.
+fn sentinel_id(run_id: &str, i: usize) -> String {
+    let h = Sha256::digest(format!("{run_id}/sentinel-{i}"));
+    h.iter().take(20).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Removes labelled containers and networks: of one run, or (with `None`) of every run; with
+/// `only_dead`, only those whose creating process is gone (so live runs and tests are untouched).
+/// Returns nothing on success; errors name the object that could not be removed.
+pub async fn remove_labelled(docker: &Docker, run: Option<&str>, only_dead: bool) -> Result<(), HarnessError> {
+    let filter = match run {
+        Some(r) => format!("{LABEL_RUN}={r}"),
+        None => format!("{LABEL_MANAGED}=true"),
+    };
+    let filters = HashMap::from([("label", vec![filter])]);
+    let containers = docker
+        .list_containers(Some(ListContainersOptionsBuilder::new().all(true).filters(&filters).build()))
+        .await
+        .map_err(|e| docker_err("cannot list containers", e))?;
+    let dead = |labels: &HashMap<String, String>| -> bool {
+        let pid: Option<u32> = labels.get(LABEL_PID).and_then(|p| p.parse().ok());
+        let start: Option<u64> = labels.get(LABEL_PID_START).and_then(|s| s.parse().ok());
+        match pid {
+            None => true,
+            Some(pid) => process_start(pid) != start || start.is_none(),
+        }
+    };
+    for c in containers {
+        let labels = c.labels.unwrap_or_default();
+        if only_dead && !dead(&labels) {
+            continue;
+        }
+        if let Some(id) = c.id {
+            let opts = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
+            docker
+                .remove_container(&id, Some(opts))
+                .await
+                .map_err(|e| docker_err(&format!("cannot remove container {id}"), e))?;
+        }
+    }
+    let networks = docker
+        .list_networks(Some(ListNetworksOptionsBuilder::new().filters(&filters).build()))
+        .await
+        .map_err(|e| docker_err("cannot list networks", e))?;
+    for n in networks {
+        let labels = n.labels.unwrap_or_default();
+        if only_dead && !dead(&labels) {
+            continue;
+        }
+        if let Some(id) = n.id {
+            docker.remove_network(&id).await.map_err(|e| docker_err(&format!("cannot remove network {id}"), e))?;
+        }
+    }
+    Ok(())
+}
