@@ -36,6 +36,8 @@ pub const LABEL_RUN: &str = "io.leasequake.run";
 pub const LABEL_PID: &str = "io.leasequake.pid";
 /// That process's start time (clock ticks since boot), so a reused pid is not mistaken for it.
 pub const LABEL_PID_START: &str = "io.leasequake.pid-start";
+/// What created the object (`run`, `env-up`, `test`), so `env down` removes only `env up`'s.
+pub const LABEL_ORIGIN: &str = "io.leasequake.origin";
 /// The name Sentinel monitors the primary under.
 pub const MASTER_NAME: &str = "leasequake";
 /// First container port of the proxy's block (two per node: Redis, store).
@@ -52,6 +54,8 @@ pub struct EnvConfig {
     pub failover_timeout_ms: u64,
     /// How long to wait for readiness.
     pub ready_timeout: Duration,
+    /// What is creating it (a label value: `run`, `env-up`, `test`).
+    pub origin: &'static str,
     /// The images (from `image::ensure`): Redis, proxy, store.
     pub redis_image: Built,
     /// The proxy image.
@@ -66,6 +70,7 @@ pub struct Environment {
     /// The run id (in every object's name and labels).
     pub run_id: String,
     password: String,
+    origin: &'static str,
     containers: BTreeMap<&'static str, String>,
     /// The proxy's API, from the host.
     pub proxy_api: String,
@@ -87,9 +92,10 @@ struct Spec<'a> {
     publish: Vec<u16>,
 }
 
-fn labels(run_id: &str) -> HashMap<String, String> {
+fn labels(run_id: &str, origin: &str) -> HashMap<String, String> {
     let pid = std::process::id();
     HashMap::from([
+        (LABEL_ORIGIN.to_owned(), origin.to_owned()),
         (LABEL_MANAGED.to_owned(), "true".to_owned()),
         (LABEL_RUN.to_owned(), run_id.to_owned()),
         (LABEL_PID.to_owned(), pid.to_string()),
@@ -113,10 +119,13 @@ impl Environment {
     pub async fn up(docker: Docker, cfg: &EnvConfig) -> Result<Self, HarnessError> {
         let run_id = format!("{:08x}", rand::random::<u32>());
         let password = format!("{:032x}", rand::random::<u128>());
+        // Leftovers of runs whose process is gone (a SIGKILLed harness); live runs are untouched.
+        remove_labelled(&docker, None, true).await?;
         let mut env = Self {
             docker,
             run_id,
             password,
+            origin: cfg.origin,
             containers: BTreeMap::new(),
             proxy_api: String::new(),
             store_addr: String::new(),
@@ -148,7 +157,7 @@ impl Environment {
                 let req = NetworkCreateRequest {
                     name: self.network(which),
                     driver: Some("bridge".into()),
-                    labels: Some(labels(&self.run_id)),
+                    labels: Some(labels(&self.run_id, self.origin)),
                     ipam: Some(Ipam {
                         config: Some(vec![IpamConfig { subnet: Some(subnet.clone()), ..Default::default() }]),
                         ..Default::default()
@@ -293,7 +302,7 @@ impl Environment {
             image: Some(image.to_owned()),
             cmd: (!cmd.is_empty()).then(|| cmd.to_vec()),
             hostname: Some(role.to_owned()),
-            labels: Some(labels(&self.run_id)),
+            labels: Some(labels(&self.run_id, self.origin)),
             exposed_ports: Some(publish.iter().map(|p| format!("{p}/tcp")).collect()),
             host_config: Some(HostConfig {
                 port_bindings: Some(bindings),
@@ -489,6 +498,16 @@ pub async fn remove_labelled(docker: &Docker, run: Option<&str>, only_dead: bool
         Some(r) => format!("{LABEL_RUN}={r}"),
         None => format!("{LABEL_MANAGED}=true"),
     };
+    remove_matching(docker, &filter, only_dead).await
+}
+
+/// Removes every labelled container and network created by `origin` (e.g. `env-up`).
+pub async fn remove_origin(docker: &Docker, origin: &str) -> Result<(), HarnessError> {
+    remove_matching(docker, &format!("{LABEL_ORIGIN}={origin}"), false).await
+}
+
+async fn remove_matching(docker: &Docker, filter: &str, only_dead: bool) -> Result<(), HarnessError> {
+    let filter = filter.to_owned();
     let filters = HashMap::from([("label", vec![filter])]);
     let containers = docker
         .list_containers(Some(ListContainersOptionsBuilder::new().all(true).filters(&filters).build()))

@@ -261,6 +261,27 @@ async fn prune_older(docker: &Docker, name: &str, keep: &str) {
     }
 }
 
+/// Removes every image of ours (labelled); returns how many tags were removed.
+pub async fn remove_all(docker: &Docker) -> Result<usize, HarnessError> {
+    let filters = std::collections::HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);
+    let options = ListImagesOptionsBuilder::new().filters(&filters).build();
+    let images = docker
+        .list_images(Some(options))
+        .await
+        .map_err(|e| HarnessError::DockerUnavailable { detail: format!("cannot list images: {e}") })?;
+    let mut removed = 0;
+    for image in images {
+        for tag in &image.repo_tags {
+            docker.remove_image(tag, None::<RemoveImageOptions>, None).await.map_err(|e| HarnessError::ImageBuild {
+                image: tag.clone(),
+                detail: format!("cannot remove: {e} (is a container still using it? `leasequake clean` first)"),
+            })?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Finds a program built from this workspace: `$env`, else next to the running executable (or
 /// one level up, for test binaries in `target/*/deps`).
 fn locate_binary(name: &str, env: &str) -> Result<PathBuf, HarnessError> {

@@ -19,6 +19,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The chaos environment by hand: `env up` starts one and prints its addresses until Ctrl-C;
+    /// `env down` removes what `env up` started (from another terminal, or after a crash).
+    Env {
+        #[command(subcommand)]
+        action: EnvAction,
+    },
+    /// Remove every container and network the harness ever labelled (all runs); with --images, the
+    /// images too.
+    Clean {
+        #[arg(long)]
+        images: bool,
+    },
     /// Container images the harness runs, built locally from this checkout (no registry).
     Images {
         #[command(subcommand)]
@@ -90,6 +102,21 @@ impl From<PolicyArg> for StorePolicy {
 }
 
 #[derive(Subcommand)]
+enum EnvAction {
+    /// Start an environment and keep it until Ctrl-C.
+    Up {
+        /// Nodes to reserve proxy ports for.
+        #[arg(long, default_value_t = 3)]
+        nodes: u32,
+        /// Sentinel down-after-milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        down_after_ms: u64,
+    },
+    /// Remove every environment `env up` started.
+    Down,
+}
+
+#[derive(Subcommand)]
 enum ImagesAction {
     /// Build every image whose inputs changed (reuses the others); prints each reference.
     Build,
@@ -123,6 +150,78 @@ fn main() -> ExitCode {
 
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Env { action: EnvAction::Down } => {
+            let docker = leasequake::docker::connect().await?;
+            leasequake::env::remove_origin(&docker, "env-up").await?;
+            println!("removed every environment `env up` started");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Env { action: EnvAction::Up { nodes, down_after_ms } } => {
+            use leasequake::image::{ensure, ImageSpec};
+            let docker = leasequake::docker::connect().await?;
+            let cfg = leasequake::env::EnvConfig {
+                nodes,
+                down_after_ms,
+                failover_timeout_ms: down_after_ms * 3,
+                ready_timeout: Duration::from_secs(30),
+                origin: "env-up",
+                redis_image: ensure(&docker, &ImageSpec::redis()?).await?,
+                proxy_image: ensure(&docker, &ImageSpec::proxy()?).await?,
+                store_image: ensure(&docker, &ImageSpec::store()?).await?,
+            };
+            let env = leasequake::env::Environment::up(docker, &cfg).await?;
+            let secret = std::env::temp_dir().join(format!("leasequake-{}.redis-password", env.run_id));
+            {
+                use std::io::Write;
+                use std::os::unix::fs::OpenOptionsExt;
+                let mut f =
+                    std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&secret)?;
+                f.write_all(env.redis_password().as_bytes())?;
+            }
+            let r = env.run_id.clone();
+            println!("environment {r} ready in {:.2} s", env.ready_in.as_secs_f64());
+            println!(
+                "  fault proxy API   http://{}   (Toxiproxy API; e.g. curl {}/proxies)",
+                env.proxy_api, env.proxy_api
+            );
+            println!("  vector store      http://{}   (GET /v1/tenants/T, GET /v1/audit)", env.store_addr);
+            let ports: Vec<String> = env
+                .proxy_ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("{}->127.0.0.1:{p}", leasequake::env::PROXY_PORT_BASE as usize + i))
+                .collect();
+            println!(
+                "  proxy port block  {}   (create proxies listening on 0.0.0.0:<container port>)",
+                ports.join(" ")
+            );
+            println!("  redis             upstream names redis-primary:6379, redis-replica:6379 (client network)");
+            println!(
+                "  redis-cli         docker exec -it lq-{r}-redis-primary redis-cli -a \"$(cat {})\"",
+                secret.display()
+            );
+            println!("  sentinel          docker exec -it lq-{r}-sentinel-1 redis-cli -p 26379 sentinel masters");
+            println!("Ctrl-C removes it.");
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            let _ = std::fs::remove_file(&secret);
+            env.down().await?;
+            println!("removed environment {r}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Clean { images } => {
+            let docker = leasequake::docker::connect().await?;
+            leasequake::env::remove_labelled(&docker, None, false).await?;
+            println!("removed every labelled container and network");
+            if images {
+                let n = leasequake::image::remove_all(&docker).await?;
+                println!("removed {n} image tags");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check { dir } => {
             let r = leasequake::history::check_dir(&dir)?;
             let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_owned();
