@@ -142,7 +142,9 @@ impl Environment {
         Ok(env)
     }
 
-    fn network(&self, which: &str) -> String {
+    /// The name of this run's `client` or `repl` network.
+    #[must_use]
+    pub fn network(&self, which: &str) -> String {
         format!("lq-{}-{which}", self.run_id)
     }
 
@@ -484,6 +486,16 @@ impl Drop for Environment {
     }
 }
 
+/// Whether a removal failed only because the object is already gone or being removed.
+fn gone_or_going(e: &testcontainers::bollard::errors::Error) -> bool {
+    use testcontainers::bollard::errors::Error;
+    match e {
+        Error::DockerResponseServerError { status_code: 404, .. } => true,
+        Error::DockerResponseServerError { status_code: 409, message } => message.contains("in progress"),
+        _ => false,
+    }
+}
+
 /// A fixed 40-hex Sentinel id for sentinel `i` of `run_id`.
 fn sentinel_id(run_id: &str, i: usize) -> String {
     let h = Sha256::digest(format!("{run_id}/sentinel-{i}"));
@@ -528,10 +540,12 @@ async fn remove_matching(docker: &Docker, filter: &str, only_dead: bool) -> Resu
         }
         if let Some(id) = c.id {
             let opts = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
-            docker
-                .remove_container(&id, Some(opts))
-                .await
-                .map_err(|e| docker_err(&format!("cannot remove container {id}"), e))?;
+            match docker.remove_container(&id, Some(opts)).await {
+                // Gone already, or another run is removing it (parallel start-ups clean alike).
+                Err(e) if gone_or_going(&e) => {}
+                Err(e) => return Err(docker_err(&format!("cannot remove container {id}"), e)),
+                Ok(()) => {}
+            }
         }
     }
     let networks = docker
@@ -544,7 +558,17 @@ async fn remove_matching(docker: &Docker, filter: &str, only_dead: bool) -> Resu
             continue;
         }
         if let Some(id) = n.id {
-            docker.remove_network(&id).await.map_err(|e| docker_err(&format!("cannot remove network {id}"), e))?;
+            // Bounded: a network still has endpoints while its containers are being removed.
+            for attempt in 0..50 {
+                match docker.remove_network(&id).await {
+                    Ok(()) => break,
+                    Err(e) if gone_or_going(&e) => break,
+                    Err(e) if e.to_string().contains("active endpoints") && attempt < 49 => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => return Err(docker_err(&format!("cannot remove network {id}"), e)),
+                }
+            }
         }
     }
     Ok(())

@@ -377,24 +377,38 @@ fn debian_root(packages: &[&str]) -> Result<PathBuf, HarnessError> {
             )));
         }
     }
-    let root = cache_dir().join("redis-root");
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).map_err(|e| failed(format!("cannot create {}: {e}", root.display())))?;
+    // One root per set of package files, unpacked privately and renamed into place: parallel
+    // builds never see a half-unpacked root, and a root in use is never deleted.
+    let mut debs_used = Vec::new();
     for pkg in packages {
-        let deb = have(pkg).ok_or_else(|| failed(format!("{pkg} was not downloaded")))?;
+        debs_used.push(have(pkg).ok_or_else(|| failed(format!("{pkg} was not downloaded")))?);
+    }
+    let key: String = Sha256::digest(format!("{debs_used:?}")).iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let root = cache_dir().join(format!("root-{key}"));
+    if root.is_dir() {
+        return Ok(root);
+    }
+    let tmp = cache_dir().join(format!("unpacking-{key}-{}-{:x}", std::process::id(), rand::random::<u32>()));
+    std::fs::create_dir_all(&tmp).map_err(|e| failed(format!("cannot create {}: {e}", tmp.display())))?;
+    for deb in &debs_used {
         let out = Command::new("dpkg-deb")
             .arg("-x")
-            .arg(&deb)
-            .arg(&root)
+            .arg(deb)
+            .arg(&tmp)
             .output()
             .map_err(|e| failed(format!("cannot run dpkg-deb: {e}")))?;
         if !out.status.success() {
+            let _ = std::fs::remove_dir_all(&tmp);
             return Err(failed(format!(
                 "dpkg-deb -x {} failed: {}",
                 deb.display(),
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
+    }
+    if std::fs::rename(&tmp, &root).is_err() {
+        // Another build put the same root in place first: use theirs.
+        let _ = std::fs::remove_dir_all(&tmp);
     }
     Ok(root)
 }

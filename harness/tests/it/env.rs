@@ -98,3 +98,76 @@ async fn a_dropped_environment_is_removed_and_cleanup_spares_live_runs() {
     drop(env); // the Drop backstop (a panic, an early return)
     assert_eq!(labelled(&run), 0, "a dropped environment leaves nothing");
 }
+
+#[tokio::test]
+async fn a_sigkilled_harness_leaves_its_environment_and_the_next_start_removes_only_that() {
+    use std::io::{BufRead, BufReader};
+    let d = docker::connect().await.unwrap();
+    let ours = Environment::up(d.clone(), &config(&d).await).await.unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .args(["env", "up", "--nodes", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let killed = first.split_whitespace().nth(1).unwrap().to_owned();
+    assert!(first.contains("ready"), "{first}");
+    child.kill().unwrap(); // SIGKILL: no Drop, no down
+    child.wait().unwrap();
+    assert_eq!(labelled(&killed), 9, "a SIGKILLed harness leaves its objects behind");
+    remove_labelled(&d, None, true).await.unwrap();
+    assert_eq!(labelled(&killed), 0, "the dead run's objects are removed");
+    assert_eq!(labelled(&ours.run_id), 9, "the live run is untouched");
+    ours.down().await.unwrap();
+}
+
+#[tokio::test]
+async fn cutting_the_primary_from_replication_opens_the_split_brain_window() {
+    use testcontainers::bollard::models::NetworkDisconnectRequest;
+    let d = docker::connect().await.unwrap();
+    let env = Environment::up(d.clone(), &config(&d).await).await.unwrap();
+    let proxy = Client::new(env.proxy_api.clone());
+    proxy.create_proxy("n1-redis", &format!("0.0.0.0:{PROXY_PORT_BASE}"), "redis-primary:6379").await.unwrap();
+    let url = format!("redis://:{}@127.0.0.1:{}/", env.redis_password(), env.proxy_ports[0]);
+    let req =
+        NetworkDisconnectRequest { container: env.container("redis-primary").unwrap().to_owned(), force: Some(true) };
+    d.disconnect_network(&env.network("repl"), req).await.unwrap();
+    let promoted = within(Duration::from_secs(20), async || {
+        env.redis_cli("redis-replica", &["ROLE"]).await.unwrap_or_default().starts_with("master")
+    })
+    .await;
+    assert!(promoted, "Sentinel promoted the replica");
+    // The old primary, still reachable by clients, still takes writes: two masters at once.
+    let mut old = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("SET").arg("lease").arg("stale-owner").query_async(&mut old).await.unwrap();
+    let role = env.redis_cli("redis-primary", &["ROLE"]).await.unwrap();
+    assert!(role.starts_with("master"), "the cut-off primary is still master: {role}");
+    env.down().await.unwrap();
+}
+
+#[tokio::test]
+async fn cutting_one_nodes_proxy_leaves_the_others_working() {
+    let d = docker::connect().await.unwrap();
+    let env = Environment::up(d.clone(), &config(&d).await).await.unwrap();
+    let proxy = Client::new(env.proxy_api.clone());
+    for (i, name) in ["n1-redis", "n2-redis"].iter().enumerate() {
+        proxy
+            .create_proxy(name, &format!("0.0.0.0:{}", PROXY_PORT_BASE + i as u16), "redis-primary:6379")
+            .await
+            .unwrap();
+    }
+    let ping = async |port: u16| -> Result<String, redis::RedisError> {
+        let url = format!("redis://:{}@127.0.0.1:{port}/", env.redis_password());
+        let mut c = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async(&mut c).await
+    };
+    proxy.set_enabled("n1-redis", false).await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), ping(env.proxy_ports[0])).await.map_or(true, |r| r.is_err()),
+        "n1 is cut off"
+    );
+    assert_eq!(ping(env.proxy_ports[1]).await.unwrap(), "PONG", "n2 is not");
+    env.down().await.unwrap();
+}
