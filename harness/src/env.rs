@@ -529,7 +529,8 @@ async fn remove_matching(docker: &Docker, filter: &str, only_dead: bool) -> Resu
         let pid: Option<u32> = labels.get(LABEL_PID).and_then(|p| p.parse().ok());
         let start: Option<u64> = labels.get(LABEL_PID_START).and_then(|s| s.parse().ok());
         match pid {
-            None => true,
+            // No pid (docker-compose, by hand): not ours to judge; only `clean` removes it.
+            None => false,
             Some(pid) => process_start(pid) != start || start.is_none(),
         }
     };

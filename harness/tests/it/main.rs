@@ -1,6 +1,7 @@
 //! Integration tests of the `leasequake` binary and library.
 
 mod check_cli;
+mod compose;
 mod demo;
 mod env;
 mod image;
