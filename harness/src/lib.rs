@@ -6,6 +6,7 @@
 //! clock        CLOCK_MONOTONIC ns, the one time base
 //! env          the per-run environment: networks, Redis, Sentinels, proxy, store; cleanup
 //! error        HarnessError: every failure names its cause and fix
+//! doctor       `leasequake doctor`: what a run needs, and what to fix
 //! docker       the Docker API connection (version negotiated), labels
 //! history      history.jsonl in and out; verdicts.json written atomically
 //! image        images built locally from files (no registry), tagged by content
@@ -23,6 +24,7 @@ pub mod check;
 pub mod clock;
 pub mod demo;
 pub mod docker;
+pub mod doctor;
 pub mod env;
 pub mod error;
 pub mod history;

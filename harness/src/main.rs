@@ -25,6 +25,8 @@ enum Command {
         #[command(subcommand)]
         action: EnvAction,
     },
+    /// Check the Docker engine, the address pool, the images, leftovers and tools; say what to fix.
+    Doctor,
     /// Remove every container and network the harness ever labelled (all runs); with --images, the
     /// images too.
     Clean {
@@ -211,6 +213,25 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             env.down().await?;
             println!("removed environment {r}");
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Doctor => {
+            let findings = leasequake::doctor::run().await;
+            for f in &findings {
+                match &f.problem {
+                    None => println!("ok    {:<13} {}", f.check, f.detail),
+                    Some(p) => println!("FIX   {:<13} {p}", f.check),
+                }
+            }
+            let problems = findings.iter().filter(|f| f.problem.is_some()).count();
+            println!(
+                "{}",
+                if problems == 0 {
+                    "everything a run needs is here".to_owned()
+                } else {
+                    format!("{problems} problem(s) to fix")
+                }
+            );
+            Ok(if problems == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Clean { images } => {
             let docker = leasequake::docker::connect().await?;

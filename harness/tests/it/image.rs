@@ -140,3 +140,27 @@ async fn the_store_image_serves_the_store_api() {
         answered(async || leasequake_toxiproxy::http::exchange(&addr, "GET", "/v1/health", None).await).await;
     assert_eq!((status, body.as_str()), (200, r#"{"ok":true}"#));
 }
+
+#[tokio::test]
+async fn doctor_says_all_is_well_here_and_names_the_fix_when_docker_is_missing() {
+    let d = docker::connect().await.unwrap();
+    for spec in [ImageSpec::redis(), ImageSpec::proxy(), ImageSpec::store()] {
+        image::ensure(&d, &spec.unwrap()).await.unwrap();
+    }
+    let run = |host: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_leasequake"));
+        cmd.arg("doctor");
+        if let Some(h) = host {
+            cmd.env("DOCKER_HOST", h);
+        }
+        let out = cmd.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, out) = run(None);
+    assert!(!out.contains("FIX   docker") && !out.contains("FIX   image") && !out.contains("FIX   address"), "{out}");
+    // Only leftovers (of a test that SIGKILLs a harness, running alongside) may make it non-zero.
+    assert!(code == Some(0) || out.contains("FIX   leftovers"), "{out}");
+    let (code, out) = run(Some("unix:///nonexistent/docker.sock"));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("FIX   docker") && out.contains("DOCKER_HOST"), "{out}");
+}

@@ -1,0 +1,147 @@
+//! `leasequake doctor`: checks what a run needs and says what to fix. Each check is one line:
+//! ok, or the problem and the fix. Changes nothing but a probe network it removes at once.
+
+use std::collections::HashMap;
+
+use testcontainers::bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
+use testcontainers::bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptionsBuilder};
+
+use crate::docker::LABEL_MANAGED;
+use crate::env::{process_start, LABEL_PID, LABEL_PID_START};
+use crate::image::{ImageSpec, STABLE_TAG};
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// What was checked.
+    pub check: &'static str,
+    /// `None` when fine; else the problem and its fix.
+    pub problem: Option<String>,
+    /// What was seen.
+    pub detail: String,
+}
+
+fn ok(check: &'static str, detail: impl Into<String>) -> Finding {
+    Finding { check, problem: None, detail: detail.into() }
+}
+
+fn bad(check: &'static str, problem: impl Into<String>) -> Finding {
+    Finding { check, problem: Some(problem.into()), detail: String::new() }
+}
+
+fn on_path(program: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs every check.
+pub async fn run() -> Vec<Finding> {
+    let mut out = Vec::new();
+    let docker = match crate::docker::connect().await {
+        Ok(d) => d,
+        Err(e) => {
+            out.push(bad("docker", e.to_string()));
+            return out;
+        }
+    };
+    match docker.version().await {
+        Ok(v) => {
+            let api = v.api_version.unwrap_or_default();
+            let new_enough = api.split('.').nth(1).and_then(|m| m.parse::<u32>().ok()).is_some_and(|m| m >= 41);
+            if new_enough {
+                out.push(ok("docker", format!("engine {} (API {api})", v.version.unwrap_or_default())));
+            } else {
+                out.push(bad("docker", format!("API {api} is older than 1.41: upgrade the Docker engine")));
+            }
+        }
+        Err(e) => out.push(bad("docker", format!("no version answer: {e}"))),
+    }
+    // The address pool: can a labelled /28 be created?
+    let name = format!("leasequake-doctor-{}", std::process::id());
+    let probe = NetworkCreateRequest {
+        name: name.clone(),
+        labels: Some(HashMap::from([(LABEL_MANAGED.to_owned(), "true".to_owned())])),
+        ipam: Some(Ipam {
+            config: Some(vec![IpamConfig { subnet: Some("172.19.255.240/28".into()), ..Default::default() }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    match docker.create_network(probe).await {
+        Ok(_) => {
+            let _ = docker.remove_network(&name).await;
+            out.push(ok("address pool", "a labelled /28 network can be created"));
+        }
+        Err(e) => out.push(bad("address pool", format!("cannot create a small network ({e}): remove unused networks (`docker network prune`, `leasequake clean`)"))),
+    }
+    for (repo, spec) in [
+        ("leasequake/redis", "redis"),
+        ("leasequake/toxiproxy", "toxiproxy"),
+        ("leasequake/vector-store", "vector-store"),
+    ] {
+        let tag = format!("{repo}:{STABLE_TAG}");
+        if docker.inspect_image(&tag).await.is_ok() {
+            out.push(ok("image", format!("{tag} present")));
+        } else {
+            let buildable = match spec {
+                "redis" => on_path("apt-get") && on_path("dpkg-deb"),
+                "toxiproxy" => ImageSpec::proxy().is_ok(),
+                _ => ImageSpec::store().is_ok(),
+            };
+            let fix = if buildable {
+                "run `leasequake images build` (or any run builds it)"
+            } else {
+                "build the workspace (`cargo build --bins`) and make sure apt-get works, then `leasequake images build`"
+            };
+            out.push(bad("image", format!("{tag} missing: {fix}")));
+        }
+    }
+    let filters = HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);
+    let containers = docker
+        .list_containers(Some(ListContainersOptionsBuilder::new().all(true).filters(&filters).build()))
+        .await
+        .unwrap_or_default();
+    let networks = docker
+        .list_networks(Some(ListNetworksOptionsBuilder::new().filters(&filters).build()))
+        .await
+        .unwrap_or_default();
+    let dead = containers
+        .iter()
+        .filter(|c| {
+            let l = c.labels.clone().unwrap_or_default();
+            let pid: Option<u32> = l.get(LABEL_PID).and_then(|p| p.parse().ok());
+            pid.is_some_and(|p| process_start(p).map(|s| s.to_string()) != l.get(LABEL_PID_START).cloned())
+        })
+        .count();
+    if dead > 0 {
+        out.push(bad(
+            "leftovers",
+            format!(
+                "{dead} containers of runs whose process is gone: the next run removes them, or `leasequake clean` now"
+            ),
+        ));
+    } else {
+        out.push(ok(
+            "leftovers",
+            format!(
+                "{} labelled containers and {} networks, all of live runs or compose",
+                containers.len(),
+                networks.len()
+            ),
+        ));
+    }
+    for (tool, why, fix) in [
+        ("redis-server", "the lease tests and the demo", "apt-get install redis-server (scripts/deps)"),
+        ("docker-compose", "docker-compose.yml by hand", "apt-get install docker-compose"),
+        ("ldd", "packing images", "apt-get install libc-bin"),
+    ] {
+        if on_path(tool) {
+            out.push(ok("tool", format!("{tool} found")));
+        } else {
+            out.push(bad("tool", format!("{tool} not found (needed for {why}): {fix}")));
+        }
+    }
+    out
+}
