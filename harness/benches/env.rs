@@ -1,6 +1,8 @@
 //! `cargo bench -p leasequake --bench env`: image build time (from nothing and when unchanged) and
 //! the environment's time from start to ready, against the targets (build <= 30 s, ready <= 3 s).
-//! Removes and rebuilds the project's images. Prints figures; asserts nothing.
+//! Removes and rebuilds the project's images. Prints figures; asserts nothing. Run `cargo build --bins`
+//! first and point LEASEQUAKE_TOXIPROXY_BIN and LEASEQUAKE_BIN at the binaries (the bench runs from
+//! target/release, where they are not built).
 
 use std::time::{Duration, Instant};
 

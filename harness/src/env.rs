@@ -188,19 +188,10 @@ impl Environment {
     async fn create_containers(&mut self, cfg: &EnvConfig) -> Result<(), HarnessError> {
         let pw = self.password.clone();
         let redis = |extra: &[&str]| -> Vec<String> {
-            let mut cmd = [
-                "/usr/bin/redis-server",
-                "--protected-mode",
-                "no",
-                "--dir",
-                "/data",
-                "--requirepass",
-                &pw,
-                "--masterauth",
-                &pw,
-            ]
-            .map(str::to_owned)
-            .to_vec();
+            let mut cmd =
+                ["redis-server", "--protected-mode", "no", "--dir", "/data", "--requirepass", &pw, "--masterauth", &pw]
+                    .map(str::to_owned)
+                    .to_vec();
             cmd.extend(["--repl-diskless-sync-delay", "0", "--save", "", "--appendonly", "no"].map(str::to_owned));
             cmd.extend(extra.iter().map(|s| (*s).to_owned()));
             cmd
@@ -240,7 +231,7 @@ impl Environment {
             }
             // Sentinel rewrites its config: it must be a file of its own inside the container.
             let script = format!(
-                "printf '%s\\n' {} > /data/sentinel.conf && exec /usr/bin/redis-sentinel /data/sentinel.conf",
+                "printf '%s\\n' {} > /data/sentinel.conf && exec redis-sentinel /data/sentinel.conf",
                 conf.iter().map(|l| format!("'{l}'")).collect::<Vec<_>>().join(" ")
             );
             specs.push(Spec {
@@ -388,7 +379,7 @@ impl Environment {
 
     /// `redis-cli` against the Redis instance (or Sentinel) of `role`, authenticated.
     pub async fn redis_cli(&self, role: &str, args: &[&str]) -> Result<String, HarnessError> {
-        let mut cmd = vec!["/usr/bin/redis-cli", "--no-auth-warning"];
+        let mut cmd = vec!["redis-cli", "--no-auth-warning"];
         if role.starts_with("sentinel") {
             cmd.extend(["-p", "26379"]);
         } else {

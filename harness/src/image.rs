@@ -261,6 +261,27 @@ async fn prune_older(docker: &Docker, name: &str, keep: &str) {
     }
 }
 
+/// The image to run for `what`: the one named in the environment variable `env` if set (an
+/// official image, say, where a registry is reachable), else ours, built or reused from `spec`.
+/// A named image that is not present locally is an error that says what to pull.
+pub async fn resolve(
+    docker: &Docker,
+    env: &str,
+    spec: impl FnOnce() -> Result<ImageSpec, HarnessError>,
+) -> Result<Built, HarnessError> {
+    match std::env::var(env) {
+        Ok(name) if !name.is_empty() => {
+            let started = Instant::now();
+            docker.inspect_image(&name).await.map_err(|_| HarnessError::ImageBuild {
+                image: name.clone(),
+                detail: format!("{env}={name} is not present locally: `docker pull {name}` where a registry is reachable, or unset {env} to build ours"),
+            })?;
+            Ok(Built { reference: name.clone(), stable: name, rebuilt: false, took: started.elapsed() })
+        }
+        _ => ensure(docker, &spec()?).await,
+    }
+}
+
 /// Removes every image of ours (labelled); returns how many tags were removed.
 pub async fn remove_all(docker: &Docker) -> Result<usize, HarnessError> {
     let filters = std::collections::HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);

@@ -159,7 +159,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Env { action: EnvAction::Up { nodes, down_after_ms } } => {
-            use leasequake::image::{ensure, ImageSpec};
+            use leasequake::image::{ensure, resolve, ImageSpec};
             let docker = leasequake::docker::connect().await?;
             let cfg = leasequake::env::EnvConfig {
                 nodes,
@@ -167,8 +167,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 failover_timeout_ms: down_after_ms * 3,
                 ready_timeout: Duration::from_secs(30),
                 origin: "env-up",
-                redis_image: ensure(&docker, &ImageSpec::redis()?).await?,
-                proxy_image: ensure(&docker, &ImageSpec::proxy()?).await?,
+                redis_image: resolve(&docker, "LEASEQUAKE_REDIS_IMAGE", ImageSpec::redis).await?,
+                proxy_image: resolve(&docker, "LEASEQUAKE_PROXY_IMAGE", ImageSpec::proxy).await?,
                 store_image: ensure(&docker, &ImageSpec::store()?).await?,
             };
             let env = leasequake::env::Environment::up(docker, &cfg).await?;

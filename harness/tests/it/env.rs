@@ -81,6 +81,14 @@ async fn the_environment_comes_up_replicates_reaches_redis_through_the_proxy_fai
     eprintln!("failover took {:?}", t.elapsed());
     d.unpause_container(env.container("redis-primary").unwrap()).await.unwrap();
     assert!(promoted, "the replica was not promoted within 20 s");
+    // The old primary comes back and Sentinel demotes it: it rejoins as a replica.
+    let t = Instant::now();
+    let rejoined = within(Duration::from_secs(30), async || {
+        env.redis_cli("redis-primary", &["ROLE"]).await.unwrap_or_default().starts_with("slave")
+    })
+    .await;
+    eprintln!("old primary rejoined as a replica after {:?}", t.elapsed());
+    assert!(rejoined, "the old primary did not rejoin as a replica within 30 s");
 
     env.down().await.unwrap();
     assert_eq!(labelled(&run), 0, "down leaves no labelled object of the run");
