@@ -12,6 +12,7 @@
 //! image        images built locally from files (no registry), tagged by content
 //! node         the reference node: the tenant sync job behind the node protocol
 //! supervisor   node processes: process groups, protocol lines, receipt stamps, signals
+//! scenario     scenario files: parsed, validated, errors with file, line and field
 //! store        the vector store: collections, alias, audit log (ground truth), fencing
 //! local_redis  a real redis-server process on a free loopback port (for the demo)
 //! demo         workers contending for one tenant's lease against a local Redis
@@ -31,6 +32,7 @@ pub mod history;
 pub mod image;
 pub mod local_redis;
 pub mod node;
+pub mod scenario;
 pub mod store;
 pub mod supervisor;
 

@@ -25,6 +25,12 @@ enum Command {
         #[command(subcommand)]
         action: EnvAction,
     },
+    /// List scenarios (files or directories) with their one-line descriptions; exit 2 if any is
+    /// invalid, naming file, line and field.
+    List {
+        /// Scenario files or directories (default: scenarios/).
+        paths: Vec<std::path::PathBuf>,
+    },
     /// Check the Docker engine, the address pool, the images, leftovers and tools; say what to fix.
     Doctor,
     /// Remove every container and network the harness ever labelled (all runs); with --images, the
@@ -213,6 +219,25 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             env.down().await?;
             println!("removed environment {r}");
             Ok(ExitCode::SUCCESS)
+        }
+        Command::List { paths } => {
+            let paths = if paths.is_empty() { vec![std::path::PathBuf::from("scenarios")] } else { paths };
+            let files = leasequake::scenario::discover(&paths);
+            if files.is_empty() {
+                eprintln!("no scenario files (*.toml) under {paths:?}");
+                return Ok(ExitCode::from(2));
+            }
+            let mut bad = 0;
+            for f in files {
+                match leasequake::scenario::load(&f) {
+                    Ok(s) => println!("{:<32} {}", s.name, s.description),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        bad += 1;
+                    }
+                }
+            }
+            Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::from(2) })
         }
         Command::Doctor => {
             let findings = leasequake::doctor::run().await;

@@ -7,3 +7,4 @@ mod env;
 mod image;
 mod nodes;
 mod protocol_doc;
+mod scenarios;

@@ -1,0 +1,431 @@
+//! Scenario files (TOML, docs/scenarios.md): what a run is. A plain serde struct that refuses
+//! unknown fields, then one `validate()`; every error names the file, the line and the field.
+//! Parsing only: the runner turns a scenario into a run.
+
+use std::path::{Path, PathBuf};
+
+use leasequake_reports::history::{ExpectedFailure, FenceSource, StorePolicy};
+use serde::Deserialize;
+
+/// A scenario file's problem: where, which field, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{}: `{field}`: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ScenarioError {
+    /// The file.
+    pub file: PathBuf,
+    /// The line, when known.
+    pub line: Option<usize>,
+    /// The field (dotted path, `faults[2].target`).
+    pub field: String,
+    /// What is wrong and what would be right.
+    pub message: String,
+}
+
+/// One scenario.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Unique name.
+    pub name: String,
+    /// One line, for `leasequake list`.
+    pub description: String,
+    /// The incident it reproduces, in a paragraph.
+    pub incident: String,
+    /// Seed; random (and recorded) when absent.
+    pub seed: Option<u64>,
+    /// Run length.
+    pub duration_s: u64,
+    /// A known-unsafe configuration shown on purpose.
+    pub expected: Option<Expected>,
+    /// The nodes.
+    pub nodes: Nodes,
+    /// Lease durations.
+    pub lease: Lease,
+    /// Round shape.
+    #[serde(default)]
+    pub pipeline: Pipeline,
+    /// Store policy and fence source.
+    pub store: Store,
+    /// Sentinel timings.
+    #[serde(default)]
+    pub sentinel: Sentinel,
+    /// Faults, in schedule order.
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+}
+
+/// `expected`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    /// The property expected to be violated.
+    pub property: String,
+    /// Why.
+    pub why: String,
+}
+
+/// `[nodes]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nodes {
+    /// How many.
+    pub count: u32,
+    /// Node command (default: the reference node).
+    pub command: Option<Vec<String>>,
+}
+
+/// `[lease]`: ttl, and optionally the others (default: production ratios).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lease {
+    /// Lease ttl.
+    pub ttl_ms: u64,
+    /// Renewal interval (default ttl/3).
+    pub renew_ms: Option<u64>,
+    /// Acquire wait (default ttl/4).
+    pub acquire_wait_ms: Option<u64>,
+}
+
+/// `[pipeline]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Pipeline {
+    /// Batches per round.
+    pub batches: u32,
+    /// Points per batch.
+    pub batch_size: u32,
+    /// Model call time.
+    pub embed_ms: u64,
+    /// Preparation time.
+    pub prepare_ms: u64,
+    /// Checkpoints that run the owner check.
+    pub checkpoints: Vec<u8>,
+    /// Pause between rounds.
+    pub pause_ms: u64,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Self {
+            batches: 3,
+            batch_size: 16,
+            embed_ms: 100,
+            prepare_ms: 50,
+            checkpoints: (1..=7).collect(),
+            pause_ms: 100,
+        }
+    }
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Store {
+    /// `enforce` or `observe`.
+    pub policy: StorePolicy,
+    /// `redis` or `store`.
+    pub fence_source: FenceSource,
+    /// Added latency on store responses, ms.
+    #[serde(default)]
+    pub latency_ms: u64,
+}
+
+/// `[sentinel]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sentinel {
+    /// `down-after-milliseconds`.
+    pub down_after_ms: u64,
+    /// `failover-timeout`.
+    pub failover_timeout_ms: u64,
+}
+
+impl Default for Sentinel {
+    fn default() -> Self {
+        Self { down_after_ms: 1000, failover_timeout_ms: 3000 }
+    }
+}
+
+/// The faults of this version of the runner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// Cut a node from Redis, the store, or both (`link`), by blackhole or reset (`mode`).
+    Partition,
+    /// SIGSTOP a node (renewal freezes too), SIGCONT after `duration_s`.
+    Pause,
+    /// Stall the node's renewal thread only.
+    StallRenewal,
+    /// SIGKILL a node; restart it (new incarnation) after `duration_s`.
+    Crash,
+    /// Latency on the store's responses (`latency_ms`).
+    SlowStore,
+    /// Reset the store's connections.
+    FailingStore,
+    /// Slow model calls (`latency_ms` more per call).
+    SlowModel,
+}
+
+/// Which link a partition cuts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Link {
+    /// Node <-> Redis.
+    Redis,
+    /// Node <-> store.
+    Store,
+    /// Both.
+    Both,
+}
+
+/// How a partition cuts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Data dropped, connections held.
+    Blackhole,
+    /// Connections reset.
+    Reset,
+}
+
+/// `[[faults]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    /// What.
+    pub kind: FaultKind,
+    /// A node (`n1`) or a role (`owner`, `non-owner`); not used by store faults.
+    pub target: Option<String>,
+    /// When, from the start of the run.
+    pub at_s: u64,
+    /// How long until healed.
+    pub duration_s: u64,
+    /// Partition link.
+    pub link: Option<Link>,
+    /// Partition mode.
+    pub mode: Option<Mode>,
+    /// Latency, for slow faults.
+    pub latency_ms: Option<u64>,
+}
+
+impl Scenario {
+    /// The renewal interval in force.
+    #[must_use]
+    pub fn renew_ms(&self) -> u64 {
+        self.lease.renew_ms.unwrap_or(self.lease.ttl_ms / 3)
+    }
+    /// The acquire wait in force.
+    #[must_use]
+    pub fn acquire_wait_ms(&self) -> u64 {
+        self.lease.acquire_wait_ms.unwrap_or(self.lease.ttl_ms / 4)
+    }
+    /// After the last heal, a complete sync must land within this: a lease that may still be held
+    /// (ttl), one acquire wait, and two rounds of the pipeline.
+    #[must_use]
+    pub fn liveness_bound_ms(&self) -> u64 {
+        let p = &self.pipeline;
+        let round = p.prepare_ms
+            + u64::from(p.batches) * (p.embed_ms + self.store.latency_ms * 2)
+            + 8 * self.store.latency_ms
+            + p.pause_ms;
+        self.lease.ttl_ms + self.acquire_wait_ms() + 2 * round + 1000
+    }
+    /// The expected failure, as the history records it.
+    #[must_use]
+    pub fn expected_failure(&self) -> Option<ExpectedFailure> {
+        self.expected.as_ref().map(|e| ExpectedFailure { property: e.property.clone(), why: e.why.clone() })
+    }
+}
+
+/// Reads and validates a scenario file.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: path.to_path_buf(),
+        line: None,
+        field: "-".into(),
+        message: format!("cannot read: {e}"),
+    })?;
+    parse(path, &text)
+}
+
+/// Parses and validates scenario text (`path` names it in errors).
+pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+    let scenario: Scenario = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let message = e.message().to_owned();
+        let field = message
+            .split('`')
+            .nth(1)
+            .filter(|_| message.starts_with("unknown field") || message.starts_with("missing field"))
+            .unwrap_or("-")
+            .to_owned();
+        ScenarioError { file: path.to_path_buf(), line, field, message }
+    })?;
+    validate(&scenario).map_err(|(field, message)| ScenarioError {
+        file: path.to_path_buf(),
+        line: line_of(text, &field),
+        field,
+        message,
+    })?;
+    Ok(scenario)
+}
+
+/// The line where `field` (a dotted path, maybe `faults[i].x`) is set, best effort.
+fn line_of(text: &str, field: &str) -> Option<usize> {
+    let (section, key) = match field.split_once('.') {
+        Some((s, k)) => (Some(s), k),
+        None => (None, field),
+    };
+    let mut start = 0;
+    if let Some(section) = section {
+        let (name, index) = match section.split_once('[') {
+            Some((n, i)) => (n, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (section, None),
+        };
+        let header = if index.is_some() { format!("[[{name}]]") } else { format!("[{name}]") };
+        let mut seen = 0;
+        let found = text.lines().enumerate().find(|(_, l)| {
+            if l.trim() == header {
+                seen += 1;
+                seen - 1 == index.unwrap_or(0)
+            } else {
+                false
+            }
+        });
+        match found {
+            Some((i, _)) => start = i,
+            // An inline table: `name = { ... }`.
+            None => {
+                return text
+                    .lines()
+                    .position(|l| l.trim_start().strip_prefix(name).is_some_and(|r| r.trim_start().starts_with('=')))
+                    .map(|i| i + 1);
+            }
+        }
+    }
+    text.lines()
+        .enumerate()
+        .skip(start)
+        .find(|(_, l)| l.trim_start().starts_with(key) && l.contains('='))
+        .map(|(i, _)| i + 1)
+        .or(Some(start + 1))
+}
+
+const PROPERTIES: [&str; 6] =
+    ["no_stale_write", "fence_anomaly", "sticky_loss", "single_writer", "cleanup", "liveness"];
+
+fn validate(s: &Scenario) -> Result<(), (String, String)> {
+    let bad = |field: &str, message: String| Err((field.to_owned(), message));
+    if s.name.is_empty() || !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return bad("name", "must be non-empty: letters, digits and '-'".into());
+    }
+    if !(1..=16).contains(&s.nodes.count) {
+        return bad("nodes.count", format!("{} is not between 1 and 16", s.nodes.count));
+    }
+    if s.lease.ttl_ms < 100 {
+        return bad("lease.ttl_ms", format!("{} ms is too short (at least 100)", s.lease.ttl_ms));
+    }
+    if s.renew_ms() == 0 || s.renew_ms() >= s.lease.ttl_ms {
+        return bad("lease.renew_ms", format!("{} must be above 0 and below ttl_ms {}", s.renew_ms(), s.lease.ttl_ms));
+    }
+    if s.acquire_wait_ms() == 0 {
+        return bad("lease.acquire_wait_ms", "must be above 0".into());
+    }
+    if let Some(c) = s.pipeline.checkpoints.iter().find(|c| !(1..=7).contains(*c)) {
+        return bad("pipeline.checkpoints", format!("checkpoint {c} does not exist (1 to 7)"));
+    }
+    if s.pipeline.batches == 0 {
+        return bad("pipeline.batches", "must be at least 1".into());
+    }
+    if let Some(e) = &s.expected {
+        if !PROPERTIES.contains(&e.property.as_str()) {
+            return bad(
+                "expected.property",
+                format!("`{}` is not a property; one of {}", e.property, PROPERTIES.join(", ")),
+            );
+        }
+    }
+    let bound_s = s.liveness_bound_ms().div_ceil(1000);
+    for (i, f) in s.faults.iter().enumerate() {
+        let field = |k: &str| format!("faults[{i}].{k}");
+        let node_fault = !matches!(f.kind, FaultKind::SlowStore | FaultKind::FailingStore);
+        match (&f.target, node_fault) {
+            (None, true) => {
+                return bad(
+                    &field("target"),
+                    format!("{:?} needs a target: a node (n1..n{}) or owner / non-owner", f.kind, s.nodes.count),
+                )
+            }
+            (Some(t), true) => {
+                let known = t == "owner"
+                    || t == "non-owner"
+                    || t.strip_prefix('n')
+                        .and_then(|n| n.parse::<u32>().ok())
+                        .is_some_and(|n| (1..=s.nodes.count).contains(&n));
+                if !known {
+                    return bad(
+                        &field("target"),
+                        format!("`{t}` is not a node of this scenario (n1..n{}) nor owner / non-owner", s.nodes.count),
+                    );
+                }
+            }
+            (Some(_), false) => {
+                return bad(&field("target"), format!("{:?} acts on the store and takes no target", f.kind))
+            }
+            (None, false) => {}
+        }
+        if f.kind == FaultKind::Partition && (f.link.is_none() || f.mode.is_none()) {
+            return bad(
+                &field(if f.link.is_none() { "link" } else { "mode" }),
+                "a partition needs `link` (redis, store, both) and `mode` (blackhole, reset)".into(),
+            );
+        }
+        if matches!(f.kind, FaultKind::SlowStore | FaultKind::SlowModel) && f.latency_ms.is_none() {
+            return bad(&field("latency_ms"), format!("{:?} needs latency_ms", f.kind));
+        }
+        if f.duration_s == 0 {
+            return bad(&field("duration_s"), "must be at least 1".into());
+        }
+        let healed = f.at_s + f.duration_s;
+        if healed + bound_s > s.duration_s {
+            return bad(
+                &field("at_s"),
+                format!("heals at {healed} s, but the liveness bound needs {bound_s} s more and the run lasts {} s: lengthen duration_s to at least {}", s.duration_s, healed + bound_s),
+            );
+        }
+    }
+    if s.faults.is_empty() && bound_s > s.duration_s {
+        return bad(
+            "duration_s",
+            format!("{} s cannot show a complete sync; the liveness bound is {bound_s} s", s.duration_s),
+        );
+    }
+    Ok(())
+}
+
+/// Every scenario file under `paths` (files, or directories searched recursively), sorted.
+pub fn discover(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut stack = vec![p.clone()];
+            while let Some(dir) = stack.pop() {
+                for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                    let path = entry.path();
+                    if path.is_dir() {
+                        stack.push(path);
+                    } else if path.extension().is_some_and(|e| e == "toml") {
+                        out.push(path);
+                    }
+                }
+            }
+        } else {
+            out.push(p.clone());
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,80 @@
+use std::path::Path;
+
+use super::parse;
+
+const OK: &str = r#"name = "owner-paused"
+description = "the owner is paused longer than the ttl"
+incident = "A GC pause."
+duration_s = 30
+
+[nodes]
+count = 3
+
+[lease]
+ttl_ms = 1500
+
+[store]
+policy = "enforce"
+fence_source = "store"
+
+[[faults]]
+kind = "pause"
+target = "owner"
+at_s = 5
+duration_s = 3
+"#;
+
+#[track_caller]
+fn check(text: &str, expect: Result<(), (&str, Option<usize>)>) {
+    match (parse(Path::new("s.toml"), text), expect) {
+        (Ok(_), Ok(())) => {}
+        (Err(e), Err((field, line))) => {
+            assert_eq!((e.field.as_str(), e.line), (field, line), "{e}");
+            assert!(e.to_string().starts_with("s.toml:"), "{e}");
+        }
+        (got, want) => panic!("got {got:?}, wanted {want:?}"),
+    }
+}
+
+#[test]
+fn a_valid_scenario_parses() {
+    check(OK, Ok(()));
+}
+
+#[test]
+fn a_typo_names_the_unknown_field_and_its_line() {
+    check(&OK.replace("duration_s = 30", "duraton_s = 30"), Err(("duraton_s", Some(4))));
+}
+
+#[test]
+fn a_missing_field_is_named() {
+    check(&OK.replace("ttl_ms = 1500", ""), Err(("ttl_ms", Some(9))));
+}
+
+#[test]
+fn an_unknown_target_names_the_fault_and_the_line() {
+    check(&OK.replace("target = \"owner\"", "target = \"n9\""), Err(("faults[0].target", Some(18))));
+}
+
+#[test]
+fn an_unknown_fault_kind_is_refused() {
+    let e = parse(Path::new("s.toml"), &OK.replace("kind = \"pause\"", "kind = \"teleport\"")).unwrap_err();
+    assert!(e.message.contains("teleport"), "{e}");
+    assert_eq!(e.line, Some(17));
+}
+
+#[test]
+fn a_schedule_that_cannot_fit_its_liveness_bound_is_refused_with_the_fix() {
+    let e = parse(Path::new("s.toml"), &OK.replace("duration_s = 30", "duration_s = 9")).unwrap_err();
+    assert_eq!(e.field, "faults[0].at_s");
+    assert!(e.message.contains("lengthen duration_s"), "{e}");
+}
+
+#[test]
+fn bad_values_name_their_field() {
+    check(&OK.replace("count = 3", "count = 0"), Err(("nodes.count", Some(7))));
+    check(&OK.replace("ttl_ms = 1500", "ttl_ms = 1500\nrenew_ms = 1500"), Err(("lease.renew_ms", Some(11))));
+    let expected = OK.replace("[nodes]", "expected = { property = \"no_stale_writes\", why = \"x\" }\n\n[nodes]");
+    check(&expected, Err(("expected.property", Some(6))));
+    check(&OK.replace("policy = \"enforce\"", "policy = \"strict\""), Err(("-", Some(13))));
+}
