@@ -36,6 +36,7 @@ async fn main() {
         failover_timeout_ms: 3000,
         ready_timeout: Duration::from_secs(30),
         origin: "bench",
+        store_policy: leasequake_reports::history::StorePolicy::Enforce,
         redis_image: redis,
         proxy_image: proxy,
         store_image: store,

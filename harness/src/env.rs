@@ -56,6 +56,8 @@ pub struct EnvConfig {
     pub ready_timeout: Duration,
     /// What is creating it (a label value: `run`, `env-up`, `test`).
     pub origin: &'static str,
+    /// The store's fencing policy.
+    pub store_policy: leasequake_reports::history::StorePolicy,
     /// The images (from `image::ensure`): Redis, proxy, store.
     pub redis_image: Built,
     /// The proxy image.
@@ -251,10 +253,24 @@ impl Environment {
             nets: vec!["client"],
             publish: proxy_ports,
         });
+        let policy = match cfg.store_policy {
+            leasequake_reports::history::StorePolicy::Enforce => "enforce",
+            leasequake_reports::history::StorePolicy::Observe => "observe",
+        };
+        let store_cmd = [
+            "/usr/local/bin/leasequake",
+            "vector-store",
+            "--listen",
+            "0.0.0.0:7700",
+            "--audit-file",
+            "/data/audit.jsonl",
+            "--policy",
+            policy,
+        ];
         specs.push(Spec {
             role: "store",
             image: &cfg.store_image,
-            cmd: vec![],
+            cmd: store_cmd.map(str::to_owned).to_vec(),
             nets: vec!["client"],
             publish: vec![STORE_PORT],
         });

@@ -12,6 +12,7 @@
 //! image        images built locally from files (no registry), tagged by content
 //! node         the reference node: the tenant sync job behind the node protocol
 //! supervisor   node processes: process groups, protocol lines, receipt stamps, signals
+//! run          the runner: one scenario in a fresh environment, to a history and a verdict
 //! scenario     scenario files: parsed, validated, errors with file, line and field
 //! store        the vector store: collections, alias, audit log (ground truth), fencing
 //! local_redis  a real redis-server process on a free loopback port (for the demo)
@@ -32,6 +33,7 @@ pub mod history;
 pub mod image;
 pub mod local_redis;
 pub mod node;
+pub mod run;
 pub mod scenario;
 pub mod store;
 pub mod supervisor;

@@ -25,6 +25,18 @@ enum Command {
         #[command(subcommand)]
         action: EnvAction,
     },
+    /// Run scenarios (files or directories), one after another, each in a fresh environment.
+    /// Exit 0 every verdict as expected, 1 a check failed, 2 a scenario is invalid, 3 inconclusive.
+    Run {
+        /// Scenario files or directories.
+        paths: Vec<std::path::PathBuf>,
+        /// Override every scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Where run directories go.
+        #[arg(long, default_value = "reports-out")]
+        report_dir: std::path::PathBuf,
+    },
     /// List scenarios (files or directories) with their one-line descriptions; exit 2 if any is
     /// invalid, naming file, line and field.
     List {
@@ -130,6 +142,11 @@ enum ImagesAction {
     Build,
 }
 
+/// The snake_case name serde gives a value (a verdict, a status).
+fn name(v: serde_json::Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
@@ -173,6 +190,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 failover_timeout_ms: down_after_ms * 3,
                 ready_timeout: Duration::from_secs(30),
                 origin: "env-up",
+                store_policy: StorePolicy::Enforce,
                 redis_image: resolve(&docker, "LEASEQUAKE_REDIS_IMAGE", ImageSpec::redis).await?,
                 proxy_image: resolve(&docker, "LEASEQUAKE_PROXY_IMAGE", ImageSpec::proxy).await?,
                 store_image: ensure(&docker, &ImageSpec::store()?).await?,
@@ -219,6 +237,72 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             env.down().await?;
             println!("removed environment {r}");
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { paths, seed, report_dir } => {
+            let files = leasequake::scenario::discover(&paths);
+            let mut scenarios = Vec::new();
+            for f in &files {
+                match leasequake::scenario::load(f) {
+                    Ok(sc) => scenarios.push(sc),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return Ok(ExitCode::from(2));
+                    }
+                }
+            }
+            if scenarios.is_empty() {
+                eprintln!("error: no scenario files (*.toml) under {paths:?}");
+                return Ok(ExitCode::from(2));
+            }
+            let cancel = CancellationToken::new();
+            let ctrl_c = cancel.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    ctrl_c.cancel();
+                }
+            });
+            let mut overall = leasequake_reports::Verdict::Pass;
+            for sc in &scenarios {
+                eprintln!("running {} ({} s)...", sc.name, sc.duration_s);
+                let verdict = match leasequake::run::run(sc, seed, &report_dir, cancel.clone()).await {
+                    Ok(out) => {
+                        let r = &out.result;
+                        let finding = r
+                            .properties
+                            .iter()
+                            .find(|p| p.status == leasequake_reports::PropertyStatus::Violated)
+                            .map(|p| format!("{}: {}", p.name, p.sentence))
+                            .or_else(|| r.inconclusive.first().cloned())
+                            .unwrap_or_else(|| "every property held".into());
+                        let v = name(serde_json::to_value(r.verdict)?).to_uppercase();
+                        println!("{v:<13} {:<32} seed {:<20} {finding}  [{}]", sc.name, out.seed, out.dir.display());
+                        if r.verdict != leasequake_reports::Verdict::Pass {
+                            println!(
+                                "  repro: leasequake run {} --seed {}",
+                                files
+                                    .iter()
+                                    .find(|f| f.file_stem().is_some_and(|s| s == sc.name.as_str()))
+                                    .map_or(sc.name.clone(), |f| f.display().to_string()),
+                                out.seed
+                            );
+                        }
+                        if cancel.is_cancelled() {
+                            leasequake_reports::Verdict::Inconclusive
+                        } else {
+                            r.verdict
+                        }
+                    }
+                    Err(e) => {
+                        println!("INCONCLUSIVE  {:<32} {e}", sc.name);
+                        leasequake_reports::Verdict::Inconclusive
+                    }
+                };
+                overall = overall.combine(verdict);
+                if cancel.is_cancelled() {
+                    break;
+                }
+            }
+            Ok(ExitCode::from(u8::try_from(overall.exit_code()).unwrap_or(3)))
         }
         Command::List { paths } => {
             let paths = if paths.is_empty() { vec![std::path::PathBuf::from("scenarios")] } else { paths };
@@ -270,7 +354,6 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Check { dir } => {
             let r = leasequake::history::check_dir(&dir)?;
-            let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_owned();
             for p in &r.properties {
                 println!("{:<15} {:<15} {}", p.name, name(serde_json::to_value(p.status)?), p.sentence);
             }

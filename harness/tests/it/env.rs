@@ -15,6 +15,7 @@ async fn config(d: &testcontainers::bollard::Docker) -> EnvConfig {
         failover_timeout_ms: 3000,
         ready_timeout: Duration::from_secs(30),
         origin: "test",
+        store_policy: leasequake_reports::history::StorePolicy::Enforce,
         redis_image: ensure(d, &ImageSpec::redis().unwrap()).await.unwrap(),
         proxy_image: ensure(d, &ImageSpec::proxy().unwrap()).await.unwrap(),
         store_image: ensure(d, &ImageSpec::store().unwrap()).await.unwrap(),

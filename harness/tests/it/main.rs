@@ -7,4 +7,5 @@ mod env;
 mod image;
 mod nodes;
 mod protocol_doc;
+mod runner;
 mod scenarios;
