@@ -253,24 +253,10 @@ impl Environment {
             nets: vec!["client"],
             publish: proxy_ports,
         });
-        let policy = match cfg.store_policy {
-            leasequake_reports::history::StorePolicy::Enforce => "enforce",
-            leasequake_reports::history::StorePolicy::Observe => "observe",
-        };
-        let store_cmd = [
-            "/usr/local/bin/leasequake",
-            "vector-store",
-            "--listen",
-            "0.0.0.0:7700",
-            "--audit-file",
-            "/data/audit.jsonl",
-            "--policy",
-            policy,
-        ];
         specs.push(Spec {
             role: "store",
             image: &cfg.store_image,
-            cmd: store_cmd.map(str::to_owned).to_vec(),
+            cmd: crate::image::store_command(cfg.store_policy),
             nets: vec!["client"],
             publish: vec![STORE_PORT],
         });

@@ -20,6 +20,7 @@ use testcontainers::bollard::{body_full, Docker};
 
 use crate::docker::{LABEL_IMAGE, LABEL_INPUTS, LABEL_MANAGED};
 use crate::error::HarnessError;
+use leasequake_reports::history::StorePolicy;
 
 /// The stable tag every image of ours also carries.
 pub const STABLE_TAG: &str = "current";
@@ -84,20 +85,12 @@ impl ImageSpec {
         let mut files =
             vec![RootfsFile { source: binary.clone(), dest: "/usr/local/bin/leasequake".into(), mode: 0o755 }];
         files.extend(shared_libraries(&binary, None)?);
-        let cmd = [
-            "/usr/local/bin/leasequake",
-            "vector-store",
-            "--listen",
-            "0.0.0.0:7700",
-            "--audit-file",
-            "/data/audit.jsonl",
-        ];
         Ok(Self {
             name: "vector-store",
             files,
             links: vec![],
             dirs: vec![("/data".into(), 0o777)],
-            cmd: cmd.map(str::to_owned).to_vec(),
+            cmd: store_command(StorePolicy::Enforce),
             expose: vec![STORE_PORT],
         })
     }
@@ -280,6 +273,28 @@ pub async fn resolve(
         }
         _ => ensure(docker, &spec()?).await,
     }
+}
+
+/// The store container's command, with the run's fencing policy.
+#[must_use]
+pub fn store_command(policy: StorePolicy) -> Vec<String> {
+    let policy = match policy {
+        StorePolicy::Enforce => "enforce",
+        StorePolicy::Observe => "observe",
+    };
+    let listen = format!("0.0.0.0:{STORE_PORT}");
+    [
+        "/usr/local/bin/leasequake",
+        "vector-store",
+        "--listen",
+        &listen,
+        "--audit-file",
+        "/data/audit.jsonl",
+        "--policy",
+        policy,
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 /// Removes every image of ours (labelled); returns how many tags were removed.

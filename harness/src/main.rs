@@ -142,6 +142,15 @@ enum ImagesAction {
     Build,
 }
 
+/// Completes on Ctrl-C or SIGTERM.
+async fn terminated() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        Some(()) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => {}
+    }
+}
+
 /// The snake_case name serde gives a value (a verdict, a status).
 fn name(v: serde_json::Value) -> String {
     v.as_str().unwrap_or_default().to_owned()
@@ -228,11 +237,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             );
             println!("  sentinel          docker exec -it lq-{r}-sentinel-1 redis-cli -p 26379 sentinel masters");
             println!("Ctrl-C removes it.");
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
+            terminated().await;
             let _ = std::fs::remove_file(&secret);
             env.down().await?;
             println!("removed environment {r}");
@@ -386,11 +391,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let cancel = CancellationToken::new();
             let stop = cancel.clone();
             tokio::spawn(async move {
-                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    Some(()) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => {}
-                }
+                terminated().await;
                 stop.cancel();
             });
             leasequake::store::serve(listener, store, cancel).await;
