@@ -3,8 +3,8 @@
 //! applies the fault schedule (each fault verified by an independent probe and healed), then
 //! records the history, runs the checker, and takes everything down.
 //!
-//! This first version runs partition, pause, stall-renewal and crash faults; others make the run
-//! inconclusive ("not supported yet"), never a pass.
+//! This version runs partition, pause, stall-renewal, crash, slow-store and failing-store faults;
+//! slow-model makes the run inconclusive ("not supported yet"), never a pass.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -263,7 +263,7 @@ async fn drive(
             };
             push(&lines, event(FaultPhase::Requested, String::new()));
             let index: u32 = target.trim_start_matches('n').parse().unwrap_or(1);
-            let outcome = apply(&proxy, env, f, index, nodes.get(&index).map(|n| &n.0)).await;
+            let outcome = apply(&proxy, env, f, index, s.nodes.count, nodes.get(&index).map(|n| &n.0)).await;
             match outcome {
                 Ok(detail) => push(&lines, event(FaultPhase::Verified, detail)),
                 Err(why) => {
@@ -385,6 +385,7 @@ async fn apply(
     env: &Environment,
     f: &crate::scenario::Fault,
     index: u32,
+    count: u32,
     node: Option<&NodeProcess>,
 ) -> Result<String, String> {
     match f.kind {
@@ -440,6 +441,42 @@ async fn apply(
             }
             Err("SIGKILL sent, but the process is still running".into())
         }
+        FaultKind::SlowStore | FaultKind::FailingStore => {
+            // Every node's store proxy: the store itself is slow or failing, for everyone.
+            let slow = f.kind == FaultKind::SlowStore;
+            let latency = f.latency_ms.unwrap_or(0);
+            for i in 1..=count {
+                let toxic = if slow {
+                    ToxicSpec::latency(Stream::Downstream, latency, 0)
+                } else {
+                    ToxicSpec::reset_peer(Stream::Downstream, 0)
+                };
+                proxy
+                    .add_toxic(&format!("n{i}-store"), &toxic.named("store-fault"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            let port = env.proxy_ports[1];
+            if slow {
+                let t = Instant::now();
+                let answer =
+                    leasequake_toxiproxy::http::exchange(&format!("127.0.0.1:{port}"), "GET", "/v1/health", None).await;
+                let took = t.elapsed().as_millis() as u64;
+                match answer {
+                    Ok((200, _)) if took >= latency => {
+                        Ok(format!("store health answered in {took} ms through n1-store (>= {latency} ms)"))
+                    }
+                    other => Err(format!(
+                        "the probe through n1-store answered {other:?} in {took} ms, expected >= {latency} ms"
+                    )),
+                }
+            } else {
+                match probe(port).await {
+                    got @ ("reset" | "closed" | "refused") => Ok(format!("n1-store: probe {got}")),
+                    got => Err(format!("n1-store: the probe got `{got}` through a failing store")),
+                }
+            }
+        }
         other => Err(format!("{other:?} is not supported by this runner yet")),
     }
 }
@@ -469,6 +506,12 @@ async fn heal(
             None => "no such node".into(),
         },
         FaultKind::StallRenewal => "the stall ends by itself".into(),
+        FaultKind::SlowStore | FaultKind::FailingStore => {
+            for i in 1..=s.nodes.count {
+                let _ = proxy.remove_toxic(&format!("n{i}-store"), "store-fault").await;
+            }
+            "toxics removed".into()
+        }
         FaultKind::Crash => {
             let incarnation = nodes.get(&index).map_or(1, |n| n.1) + 1;
             let Ok(command) = node_command(s) else { return "cannot restart: no node command".into() };
