@@ -47,6 +47,7 @@ fn generate(n: usize) -> Vec<HistoryLine> {
         node_silence_ms: 60_000,
         observer_gap_ms: 60_000,
         started_ns: 0,
+        audit_after: 0,
     })];
     let (mut t, mut seq, mut fence, mut fault) = (0u64, 0u64, 0u64, 0u64);
     while h.len() < n {

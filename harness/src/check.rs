@@ -137,7 +137,8 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
         inconclusive.push("the history has no closing snapshot: the run did not finish recording".into());
     }
     audit.sort_by_key(|a| a.seq);
-    if let Some(gap) = audit.iter().enumerate().find(|(i, a)| a.seq != *i as u64 + 1) {
+    let base = header.map_or(0, |h| h.audit_after);
+    if let Some(gap) = audit.iter().enumerate().find(|(i, a)| a.seq != base + *i as u64 + 1) {
         inconclusive.push(format!("the store's audit log has a gap before seq {}", gap.1.seq));
     }
     let started = header.map_or(0, |h| h.started_ns);

@@ -40,6 +40,9 @@ pub const LABEL_PID_START: &str = "io.leasequake.pid-start";
 pub const LABEL_ORIGIN: &str = "io.leasequake.origin";
 /// The name Sentinel monitors the primary under.
 pub const MASTER_NAME: &str = "leasequake";
+/// The roles of an environment's containers.
+pub const ROLES: [&str; 7] =
+    ["redis-primary", "redis-replica", "sentinel-1", "sentinel-2", "sentinel-3", "proxy", "store"];
 /// First container port of the proxy's block (two per node: Redis, store).
 pub const PROXY_PORT_BASE: u16 = 20_000;
 
@@ -103,6 +106,12 @@ fn labels(run_id: &str, origin: &str) -> HashMap<String, String> {
         (LABEL_PID.to_owned(), pid.to_string()),
         (LABEL_PID_START.to_owned(), process_start(pid).map(|t| t.to_string()).unwrap_or_default()),
     ])
+}
+
+/// Where `env up` keeps the Redis password of environment `run_id` (mode 0600).
+#[must_use]
+pub fn password_file(run_id: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("leasequake-{run_id}.redis-password"))
 }
 
 /// A process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
@@ -449,8 +458,113 @@ impl Environment {
         }
     }
 
-    /// Removes the run's containers and networks.
+    /// Attaches to an environment that is already running (`leasequake env up`, or
+    /// docker-compose.yml with run id `compose`): finds its containers by the run label, reads the
+    /// published ports, and checks that it is ready and has proxy ports for `nodes` nodes. The
+    /// environment is left running when the run ends: `down` and Drop leave it alone.
+    pub async fn attach(docker: Docker, run_id: &str, password: String, nodes: u32) -> Result<Self, HarnessError> {
+        let problem = |detail: String| HarnessError::Environment { detail };
+        let filters = HashMap::from([("label", vec![format!("{LABEL_RUN}={run_id}")])]);
+        let listed = docker
+            .list_containers(Some(ListContainersOptionsBuilder::new().all(false).filters(&filters).build()))
+            .await
+            .map_err(|e| docker_err("cannot list containers", e))?;
+        let mut env = Self {
+            docker,
+            run_id: run_id.to_owned(),
+            password,
+            origin: "attached",
+            containers: BTreeMap::new(),
+            proxy_api: String::new(),
+            store_addr: String::new(),
+            proxy_ports: Vec::new(),
+            ready_in: Duration::ZERO,
+            removed: true,
+        };
+        for c in listed {
+            let labels = c.labels.unwrap_or_default();
+            let name = c.names.unwrap_or_default().first().map(|n| n.trim_start_matches('/').to_owned());
+            // env up names containers lq-<run>-<role>; docker-compose labels them with the service.
+            let role = labels
+                .get("com.docker.compose.service")
+                .cloned()
+                .or_else(|| name.and_then(|n| n.strip_prefix(&format!("lq-{run_id}-")).map(str::to_owned)));
+            if let (Some(role), Some(id)) = (role, c.id) {
+                if let Some(known) = ROLES.iter().find(|r| **r == role) {
+                    env.containers.insert(known, id);
+                }
+            }
+        }
+        if env.containers.is_empty() {
+            return Err(problem(format!(
+                "no running container carries {LABEL_RUN}={run_id}. Fix: start one with `leasequake env up` (it prints \
+                 its run id) or `docker-compose up -d` (run id `compose`); `docker ps --filter label={LABEL_RUN}` lists them"
+            )));
+        }
+        if let Some(missing) = ROLES.iter().find(|r| !env.containers.contains_key(*r)) {
+            return Err(problem(format!(
+                "environment {run_id} has no running `{missing}` container. Fix: restart it (`leasequake env up` again, or \
+                 `docker-compose up -d`)"
+            )));
+        }
+        let ports = env.published("proxy").await?;
+        let api = ports
+            .get(&PROXY_API_PORT)
+            .ok_or_else(|| problem(format!("the proxy of {run_id} does not publish its API port {PROXY_API_PORT}")))?;
+        env.proxy_api = format!("127.0.0.1:{api}");
+        env.proxy_ports = ports.range(PROXY_PORT_BASE..).map(|(_, host)| *host).collect();
+        if env.proxy_ports.len() < nodes as usize * 2 {
+            return Err(problem(format!(
+                "environment {run_id} publishes {} proxy ports, a run of {nodes} nodes needs {}. Fix: `leasequake env up \
+                 --nodes {nodes}`",
+                env.proxy_ports.len(),
+                nodes * 2
+            )));
+        }
+        env.proxy_ports.truncate(nodes as usize * 2);
+        let store = env.published("store").await?;
+        env.store_addr = format!(
+            "127.0.0.1:{}",
+            store
+                .get(&STORE_PORT)
+                .ok_or_else(|| problem(format!("the store of {run_id} does not publish {STORE_PORT}")))?
+        );
+        let auth = env.redis_cli("redis-primary", &["PING"]).await?;
+        if !auth.contains("PONG") {
+            return Err(problem(format!(
+                "the Redis password given for {run_id} is refused. Fix: pass the environment's password file \
+                 (`env up` prints it) with --redis-password-file, or set LEASEQUAKE_REDIS_PASSWORD"
+            )));
+        }
+        if let Some(why) = env.not_ready().await {
+            return Err(problem(format!("environment {run_id} is not ready: {why}")));
+        }
+        Ok(env)
+    }
+
+    /// The store policy the environment's store runs (`enforce` or `observe`), from its command.
+    pub async fn store_policy(&self) -> Result<leasequake_reports::history::StorePolicy, HarnessError> {
+        let info =
+            self.docker.inspect_container(&self.containers["store"], None).await.map_err(|e| docker_err("store", e))?;
+        let cmd = info.config.and_then(|c| c.cmd).unwrap_or_default().join(" ");
+        Ok(if cmd.contains("observe") {
+            leasequake_reports::history::StorePolicy::Observe
+        } else {
+            leasequake_reports::history::StorePolicy::Enforce
+        })
+    }
+
+    /// Whether this environment was attached to (and outlives the run).
+    #[must_use]
+    pub fn attached(&self) -> bool {
+        self.origin == "attached"
+    }
+
+    /// Removes the run's containers and networks (nothing, for an attached environment).
     pub async fn down(mut self) -> Result<(), HarnessError> {
+        if self.attached() {
+            return Ok(());
+        }
         self.removed = true;
         remove_labelled(&self.docker, Some(&self.run_id), false).await
     }

@@ -12,6 +12,12 @@ pub enum HarnessError {
         /// What went wrong.
         detail: String,
     },
+    /// The environment (containers, proxy, store) is not as a run needs it.
+    #[error("the environment: {detail}")]
+    Environment {
+        /// What is wrong and what to do.
+        detail: String,
+    },
     /// A program the harness packs into an image was not found.
     #[error("`{name}` not found (looked in {looked:?}). Fix: `cargo build --bins` in the checkout, or set {env} to its path")]
     MissingBinary {

@@ -12,7 +12,9 @@
 //! image        images built locally from files (no registry), tagged by content
 //! node         the reference node: the tenant sync job behind the node protocol
 //! supervisor   node processes: process groups, protocol lines, receipt stamps, signals
+//! progress     what a person sees while a scenario runs (live line, or plain lines)
 //! run          the runner: one scenario in a fresh environment, to a history and a verdict
+//! runlog       the run directory's harness.log (tracing, per run)
 //! scenario     scenario files: parsed, validated, errors with file, line and field
 //! store        the vector store: collections, alias, audit log (ground truth), fencing
 //! local_redis  a real redis-server process on a free loopback port (for the demo)
@@ -33,7 +35,9 @@ pub mod history;
 pub mod image;
 pub mod local_redis;
 pub mod node;
+pub mod progress;
 pub mod run;
+pub mod runlog;
 pub mod scenario;
 pub mod store;
 pub mod supervisor;

@@ -27,15 +27,36 @@ enum Command {
     },
     /// Run scenarios (files or directories), one after another, each in a fresh environment.
     /// Exit 0 every verdict as expected, 1 a check failed, 2 a scenario is invalid, 3 inconclusive.
+    /// Ctrl-C (or SIGTERM) heals the faults, records what was seen, removes the environment and
+    /// makes the run inconclusive.
     Run {
         /// Scenario files or directories.
         paths: Vec<std::path::PathBuf>,
-        /// Override every scenario's seed.
+        /// Override every scenario's seed (every repetition then uses it).
         #[arg(long)]
         seed: Option<u64>,
         /// Where run directories go.
         #[arg(long, default_value = "reports-out")]
         report_dir: std::path::PathBuf,
+        /// Run each scenario N times (a fresh random seed each time, unless a seed is fixed).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        repeat: u32,
+        /// Stop after this long (e.g. 90s, 15m, 2h): the running scenario is stopped as by
+        /// Ctrl-C (inconclusive) and the rest are not started.
+        #[arg(long, value_parser = parse_duration)]
+        max_duration: Option<Duration>,
+        /// The node command for every scenario (default: the scenario's, else the reference
+        /// node), e.g. "target/python-node-venv/bin/python harness/tests/python-node/node.py".
+        #[arg(long)]
+        node_cmd: Option<String>,
+        /// Run in an already-running environment instead of a fresh one: the run id `env up`
+        /// printed, or `compose` for docker-compose.yml. It is left running afterwards.
+        #[arg(long = "env", value_name = "RUN_ID")]
+        env_id: Option<String>,
+        /// With --env: the file holding its Redis password (default: the one `env up` wrote,
+        /// else $LEASEQUAKE_REDIS_PASSWORD).
+        #[arg(long, requires = "env_id")]
+        redis_password_file: Option<std::path::PathBuf>,
     },
     /// List scenarios (files or directories) with their one-line descriptions; exit 2 if any is
     /// invalid, naming file, line and field.
@@ -131,6 +152,9 @@ enum EnvAction {
         /// Sentinel down-after-milliseconds.
         #[arg(long, default_value_t = 1000)]
         down_after_ms: u64,
+        /// The store's fencing policy.
+        #[arg(long, value_enum, default_value = "enforce")]
+        policy: PolicyArg,
     },
     /// Remove every environment `env up` started.
     Down,
@@ -151,17 +175,167 @@ async fn terminated() {
     }
 }
 
+/// Parses `500ms`, `90s`, `15m`, `2h` (a bare number is seconds).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let n: u64 = n.parse().map_err(|_| format!("`{text}` is not a duration; write e.g. 90s, 15m or 2h"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        other => Err(format!("unknown unit `{other}` in `{text}`; use ms, s, m or h")),
+    }
+}
+
+/// The Redis password of an environment to attach to.
+fn attach_password(run_id: &str, file: Option<&std::path::Path>) -> anyhow::Result<String> {
+    let default = leasequake::env::password_file(run_id);
+    let from_file = |f: &std::path::Path| -> anyhow::Result<String> {
+        Ok(std::fs::read_to_string(f)
+            .with_context(|| format!("cannot read the Redis password file {}", f.display()))?
+            .trim()
+            .to_owned())
+    };
+    match file {
+        Some(f) => from_file(f),
+        None if default.exists() => from_file(&default),
+        None => std::env::var("LEASEQUAKE_REDIS_PASSWORD").map_err(|_| {
+            anyhow::anyhow!(
+                "no Redis password for environment {run_id}: {} does not exist (is it an `env up` run id?). Fix: \
+                 pass --redis-password-file, or set LEASEQUAKE_REDIS_PASSWORD (docker-compose.yml: leasequake-dev \
+                 unless you set REDIS_PASSWORD)",
+                default.display()
+            )
+        }),
+    }
+}
+
+/// `leasequake run`: every scenario (times `repeat`), one line each, the exit code of the whole.
+async fn run_scenarios(
+    paths: &[std::path::PathBuf],
+    opts: &leasequake::run::RunOptions,
+    repeat: u32,
+    max_duration: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    use leasequake_reports::{PropertyStatus, Verdict};
+    let files = leasequake::scenario::discover(paths);
+    let mut scenarios = Vec::new();
+    for f in &files {
+        match leasequake::scenario::load(f) {
+            Ok(sc) => scenarios.push((f.clone(), sc)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
+    if scenarios.is_empty() {
+        eprintln!("error: no scenario files (*.toml) under {paths:?}");
+        return Ok(ExitCode::from(2));
+    }
+    if let Some(a) = &opts.attach {
+        // Before anything starts: the environment exists, answers, takes the password, and has
+        // proxy ports for the largest scenario.
+        let nodes = scenarios.iter().map(|(_, s)| s.nodes.count).max().unwrap_or(1);
+        let docker = leasequake::docker::connect().await?;
+        if let Err(e) = leasequake::env::Environment::attach(docker, &a.run_id, a.password.clone(), nodes).await {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let interrupt = leasequake::run::Interrupt::new();
+    {
+        let i = interrupt.clone();
+        tokio::spawn(async move {
+            terminated().await;
+            i.fire("interrupted (Ctrl-C or SIGTERM)");
+        });
+    }
+    if let Some(limit) = max_duration {
+        let i = interrupt.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            i.fire(&format!("--max-duration {}s reached", limit.as_secs()));
+        });
+    }
+    let total = scenarios.len() * repeat as usize;
+    let mut overall = Verdict::Pass;
+    let mut done = 0;
+    'all: for (file, sc) in &scenarios {
+        for k in 0..repeat {
+            if interrupt.fired() {
+                break 'all;
+            }
+            done += 1;
+            let label = if repeat > 1 {
+                format!("[{done}/{total}] {} #{}", sc.name, k + 1)
+            } else {
+                format!("[{done}/{total}] {}", sc.name)
+            };
+            opts.progress.scenario(&label, sc.faults.len());
+            let ticker = tokio_util::sync::CancellationToken::new();
+            let tick = tokio::spawn(opts.progress.clone().tick(ticker.clone()));
+            let outcome = leasequake::run::run(sc, opts, &interrupt).await;
+            ticker.cancel();
+            let _ = tick.await;
+            opts.progress.clear();
+            let verdict = match outcome {
+                Ok(out) => {
+                    let r = &out.result;
+                    let finding = r
+                        .properties
+                        .iter()
+                        .find(|p| p.status == PropertyStatus::Violated)
+                        .map(|p| format!("{}: {}", p.name, p.sentence))
+                        .or_else(|| r.inconclusive.first().cloned())
+                        .unwrap_or_else(|| "every property held".into());
+                    let v = name(serde_json::to_value(r.verdict)?).to_uppercase();
+                    println!("{v:<13} {:<32} seed {:<20} {finding}  [{}]", sc.name, out.seed, out.dir.display());
+                    if r.verdict != Verdict::Pass {
+                        let env = opts.attach.as_ref().map(|a| format!(" --env {}", a.run_id)).unwrap_or_default();
+                        println!("  repro: leasequake run {} --seed {}{env}", file.display(), out.seed);
+                    }
+                    r.verdict
+                }
+                Err(e) => {
+                    println!("INCONCLUSIVE  {:<32} {e}", sc.name);
+                    Verdict::Inconclusive
+                }
+            };
+            overall = overall.combine(verdict);
+        }
+    }
+    if let Some(reason) = interrupt.reason() {
+        let skipped = total - done;
+        println!("stopped: {reason}; {skipped} of {total} scenario runs not started");
+        overall = overall.combine(Verdict::Inconclusive);
+    }
+    Ok(ExitCode::from(u8::try_from(overall.exit_code()).unwrap_or(3)))
+}
+
 /// The snake_case name serde gives a value (a verdict, a status).
 fn name(v: serde_json::Value) -> String {
     v.as_str().unwrap_or_default().to_owned()
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        use tracing_subscriber::Layer;
+        let terminal = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()));
+        let run_log = tracing_subscriber::fmt::layer()
+            .with_writer(leasequake::runlog::RunLog)
+            .with_ansi(false)
+            .with_filter(tracing_subscriber::EnvFilter::new("info"));
+        tracing_subscriber::registry().with(terminal).with(run_log).init();
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -190,7 +364,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             println!("removed every environment `env up` started");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Env { action: EnvAction::Up { nodes, down_after_ms } } => {
+        Command::Env { action: EnvAction::Up { nodes, down_after_ms, policy } } => {
             use leasequake::image::{ensure, resolve, ImageSpec};
             let docker = leasequake::docker::connect().await?;
             let cfg = leasequake::env::EnvConfig {
@@ -199,13 +373,13 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 failover_timeout_ms: down_after_ms * 3,
                 ready_timeout: Duration::from_secs(30),
                 origin: "env-up",
-                store_policy: StorePolicy::Enforce,
+                store_policy: policy.into(),
                 redis_image: resolve(&docker, "LEASEQUAKE_REDIS_IMAGE", ImageSpec::redis).await?,
                 proxy_image: resolve(&docker, "LEASEQUAKE_PROXY_IMAGE", ImageSpec::proxy).await?,
                 store_image: ensure(&docker, &ImageSpec::store()?).await?,
             };
             let env = leasequake::env::Environment::up(docker, &cfg).await?;
-            let secret = std::env::temp_dir().join(format!("leasequake-{}.redis-password", env.run_id));
+            let secret = leasequake::env::password_file(&env.run_id);
             {
                 use std::io::Write;
                 use std::os::unix::fs::OpenOptionsExt;
@@ -236,6 +410,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 secret.display()
             );
             println!("  sentinel          docker exec -it lq-{r}-sentinel-1 redis-cli -p 26379 sentinel masters");
+            println!("  run a scenario    leasequake run --env {r} scenarios/smoke/no-faults.toml");
             println!("Ctrl-C removes it.");
             terminated().await;
             let _ = std::fs::remove_file(&secret);
@@ -243,71 +418,28 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             println!("removed environment {r}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { paths, seed, report_dir } => {
-            let files = leasequake::scenario::discover(&paths);
-            let mut scenarios = Vec::new();
-            for f in &files {
-                match leasequake::scenario::load(f) {
-                    Ok(sc) => scenarios.push(sc),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return Ok(ExitCode::from(2));
-                    }
-                }
-            }
-            if scenarios.is_empty() {
-                eprintln!("error: no scenario files (*.toml) under {paths:?}");
-                return Ok(ExitCode::from(2));
-            }
-            let cancel = CancellationToken::new();
-            let ctrl_c = cancel.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    ctrl_c.cancel();
-                }
-            });
-            let mut overall = leasequake_reports::Verdict::Pass;
-            for sc in &scenarios {
-                eprintln!("running {} ({} s)...", sc.name, sc.duration_s);
-                let verdict = match leasequake::run::run(sc, seed, &report_dir, cancel.clone()).await {
-                    Ok(out) => {
-                        let r = &out.result;
-                        let finding = r
-                            .properties
-                            .iter()
-                            .find(|p| p.status == leasequake_reports::PropertyStatus::Violated)
-                            .map(|p| format!("{}: {}", p.name, p.sentence))
-                            .or_else(|| r.inconclusive.first().cloned())
-                            .unwrap_or_else(|| "every property held".into());
-                        let v = name(serde_json::to_value(r.verdict)?).to_uppercase();
-                        println!("{v:<13} {:<32} seed {:<20} {finding}  [{}]", sc.name, out.seed, out.dir.display());
-                        if r.verdict != leasequake_reports::Verdict::Pass {
-                            println!(
-                                "  repro: leasequake run {} --seed {}",
-                                files
-                                    .iter()
-                                    .find(|f| f.file_stem().is_some_and(|s| s == sc.name.as_str()))
-                                    .map_or(sc.name.clone(), |f| f.display().to_string()),
-                                out.seed
-                            );
+        Command::Run { paths, seed, report_dir, repeat, max_duration, node_cmd, env_id, redis_password_file } => {
+            let attach = match env_id {
+                None => None,
+                Some(run_id) => {
+                    let password = match attach_password(&run_id, redis_password_file.as_deref()) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            eprintln!("error: {e}");
+                            return Ok(ExitCode::from(2));
                         }
-                        if cancel.is_cancelled() {
-                            leasequake_reports::Verdict::Inconclusive
-                        } else {
-                            r.verdict
-                        }
-                    }
-                    Err(e) => {
-                        println!("INCONCLUSIVE  {:<32} {e}", sc.name);
-                        leasequake_reports::Verdict::Inconclusive
-                    }
-                };
-                overall = overall.combine(verdict);
-                if cancel.is_cancelled() {
-                    break;
+                    };
+                    Some(leasequake::run::Attach { run_id, password })
                 }
-            }
-            Ok(ExitCode::from(u8::try_from(overall.exit_code()).unwrap_or(3)))
+            };
+            let opts = leasequake::run::RunOptions {
+                seed,
+                report_dir,
+                node_cmd: node_cmd.map(|c| c.split_whitespace().map(str::to_owned).collect()),
+                attach,
+                progress: leasequake::progress::Progress::stderr(),
+            };
+            run_scenarios(&paths, &opts, repeat, max_duration).await
         }
         Command::List { paths } => {
             let paths = if paths.is_empty() { vec![std::path::PathBuf::from("scenarios")] } else { paths };

@@ -39,10 +39,30 @@ const LINE_LIMIT: usize = 1 << 20;
 struct Emitter {
     tx: mpsc::Sender<NodeEvent>,
     round: Arc<AtomicU64>,
+    /// One event at a time, from every thread (the renewal thread's loss included), so that a
+    /// check-and-emit is atomic with respect to the loss event.
+    order: Arc<std::sync::Mutex<()>>,
 }
 
 impl Emitter {
     fn emit(&self, kind: EventKind) {
+        let _order = self.order.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.send(kind);
+    }
+
+    /// Emits `kind` only while `lost` is not cancelled, and says whether it did. The lease cancels
+    /// `lost` before it announces the loss, and the announcement waits for this lock: so an event
+    /// emitted here always comes before the loss event, and after the loss nothing is emitted.
+    fn emit_unless_lost(&self, lost: &CancellationToken, kind: EventKind) -> bool {
+        let _order = self.order.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lost.is_cancelled() {
+            return false;
+        }
+        self.send(kind);
+        true
+    }
+
+    fn send(&self, kind: EventKind) {
         let event = NodeEvent { mono_ns: mono_ns(), round: self.round.load(Ordering::Relaxed), kind };
         if self.tx.try_send(event).is_err() {
             eprintln!("leasequake node: event queue full or closed; the harness is not reading");
@@ -77,7 +97,7 @@ pub async fn run(
             }
         }
     });
-    let emitter = Emitter { tx, round: Arc::new(AtomicU64::new(0)) };
+    let emitter = Emitter { tx, round: Arc::new(AtomicU64::new(0)), order: Arc::default() };
     let result = serve(input, emitter).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     result
@@ -126,8 +146,10 @@ async fn serve(input: impl AsyncRead + Unpin + Send + 'static, emitter: Emitter)
     let stop = CancellationToken::new();
     let started = CancellationToken::new();
     let (go_tx, go_rx) = mpsc::channel::<u8>(16);
+    let slow_model = Arc::new(AtomicU64::new(0));
     let dispatcher = {
         let (stop, started, emitter, renewal) = (stop.clone(), started.clone(), emitter.clone(), renewal.clone());
+        let slow_model = slow_model.clone();
         tokio::spawn(async move {
             while let Some(line) = lines.next().await {
                 match line
@@ -143,6 +165,7 @@ async fn serve(input: impl AsyncRead + Unpin + Send + 'static, emitter: Emitter)
                         // Blocks the renewal runtime's only thread: renewal freezes, the rest runs.
                         drop(renewal.spawn(async move { std::thread::sleep(Duration::from_millis(ms)) }));
                     }
+                    Ok(NodeCommand::SlowModel { ms }) => slow_model.store(ms, Ordering::Relaxed),
                     Ok(NodeCommand::Config(_)) => {
                         emitter.emit(EventKind::Error { message: "a second config was ignored".into() })
                     }
@@ -158,7 +181,7 @@ async fn serve(input: impl AsyncRead + Unpin + Send + 'static, emitter: Emitter)
         () = stop.cancelled() => {}
     }
     if !stop.is_cancelled() {
-        Node::new(config, emitter.clone(), renewal, stop.clone(), go_rx).run().await;
+        Node::new(config, emitter.clone(), renewal, stop.clone(), go_rx, slow_model).run().await;
     }
     emitter.emit(EventKind::Stopped);
     dispatcher.abort();
@@ -173,9 +196,15 @@ struct Node {
     renewal: tokio::runtime::Handle,
     stop: CancellationToken,
     go: mpsc::Receiver<u8>,
+    /// Extra time per model call (the `slow_model` command).
+    slow_model: Arc<AtomicU64>,
+    /// The current acquisition's loss token: no store call starts once it is cancelled.
+    lost: CancellationToken,
     call: u64,
     /// The store call sent and not yet answered, if any: reported unknown if the round dies.
     in_flight: Option<(String, u64)>,
+    /// A sync point passed and not yet held at: the node holds before its next step.
+    pending_sync: Option<(u8, String)>,
 }
 
 impl Node {
@@ -185,8 +214,20 @@ impl Node {
         renewal: tokio::runtime::Handle,
         stop: CancellationToken,
         go: mpsc::Receiver<u8>,
+        slow_model: Arc<AtomicU64>,
     ) -> Self {
-        Self { cfg, emitter, renewal, stop, go, call: 0, in_flight: None }
+        Self {
+            cfg,
+            emitter,
+            renewal,
+            stop,
+            go,
+            slow_model,
+            lost: CancellationToken::new(),
+            call: 0,
+            in_flight: None,
+            pending_sync: None,
+        }
     }
 
     async fn run(mut self) {
@@ -305,6 +346,8 @@ impl Node {
 
     async fn round(&mut self, guard: &LeaseGuard<redis::aio::ConnectionManager>, token: &str) -> Outcome {
         let p = self.cfg.pipeline.clone();
+        self.lost = guard.lost_token();
+        self.pending_sync = None;
         let mut fence = guard.fence();
         if self.cfg.fence_source == FenceSource::Store {
             match self.call(StoreOp::BeginEpoch, token, 0, None, 0).await {
@@ -319,10 +362,13 @@ impl Node {
             return o;
         }
         for batch in 0..p.batches {
-            if let Err(o) = self.work(guard, Duration::from_millis(p.embed_ms)).await {
+            let began = std::time::Instant::now();
+            let extra = self.slow_model.load(Ordering::Relaxed);
+            if let Err(o) = self.work(guard, Duration::from_millis(p.embed_ms + extra)).await {
                 return o;
             }
-            self.emitter.emit(EventKind::ModelCall { token: token.into(), batch, ms: p.embed_ms });
+            let ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.emitter.emit(EventKind::ModelCall { token: token.into(), batch, ms });
             if batch + 1 < p.batches {
                 if let Err(o) = self.checkpoint(guard, token, 2).await {
                     return o;
@@ -387,7 +433,8 @@ impl Node {
     }
 
     /// Wall-time work that ownership loss (or stop) cancels at once.
-    async fn work(&self, guard: &LeaseGuard<redis::aio::ConnectionManager>, d: Duration) -> Result<(), Outcome> {
+    async fn work(&mut self, guard: &LeaseGuard<redis::aio::ConnectionManager>, d: Duration) -> Result<(), Outcome> {
+        self.hold().await?;
         tokio::select! {
             biased;
             () = self.stop.cancelled() => Err(aborted(false, "stopped")),
@@ -402,9 +449,23 @@ impl Node {
         token: &str,
         n: u8,
     ) -> Result<(), Outcome> {
+        self.hold().await?;
         if self.cfg.pipeline.checkpoints.contains(&n) {
             match guard.ensure_owned(checkpoint_name(n)).await {
-                Ok(()) => self.emitter.emit(EventKind::CheckpointPassed { token: token.into(), number: n }),
+                Ok(()) => {
+                    // The loss can land between the check and this line: then the check counts
+                    // as failed (the loss is sticky), never as passed after the loss.
+                    let passed = EventKind::CheckpointPassed { token: token.into(), number: n };
+                    if !self.emitter.emit_unless_lost(&self.lost, passed) {
+                        let reason = format!("ownership lost right after checkpoint {n} checked");
+                        self.emitter.emit(EventKind::CheckpointFailed {
+                            token: token.into(),
+                            number: n,
+                            reason: reason.clone(),
+                        });
+                        return Err(aborted(true, reason));
+                    }
+                }
                 Err(e) => {
                     self.emitter.emit(EventKind::CheckpointFailed {
                         token: token.into(),
@@ -416,20 +477,28 @@ impl Node {
             }
         }
         if self.cfg.pipeline.sync_points.contains(&n) {
-            self.emitter.emit(EventKind::SyncPoint { token: token.into(), number: n });
-            // Bounded by `stop`: waits for this checkpoint's go; other numbers are stale and dropped.
-            loop {
-                tokio::select! {
-                    () = self.stop.cancelled() => return Err(aborted(false, "stopped")),
-                    go = self.go.recv() => match go {
-                        Some(k) if k == n => break,
-                        Some(_) => continue,
-                        None => return Err(aborted(false, "stopped")),
-                    },
-                }
-            }
+            self.pending_sync = Some((n, token.to_owned()));
         }
         Ok(())
+    }
+
+    /// Holds at a pending sync point: says `sync_point` and waits for its `go`. Called before the
+    /// step that follows the checkpoint; before a store call, after `store_call_sent`, so that the
+    /// hold is a pause between a passed check and a write the node has committed to.
+    async fn hold(&mut self) -> Result<(), Outcome> {
+        let Some((n, token)) = self.pending_sync.take() else { return Ok(()) };
+        self.emitter.emit(EventKind::SyncPoint { token, number: n });
+        // Bounded by `stop`: waits for this checkpoint's go; other numbers are stale and dropped.
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => return Err(aborted(false, "stopped")),
+                go = self.go.recv() => match go {
+                    Some(k) if k == n => return Ok(()),
+                    Some(_) => continue,
+                    None => return Err(aborted(false, "stopped")),
+                },
+            }
+        }
     }
 
     async fn tenant_view(&self) -> Option<Value> {
@@ -481,8 +550,14 @@ impl Node {
             "tenant": self.cfg.tenant, "node": self.cfg.node, "token": token, "fence": fence,
             "call": call, "collection": collection, "points": points,
         });
-        self.emitter.emit(EventKind::StoreCallSent { token: token.into(), fence, op, call });
+        // The loss token is the round's cancellation: a node that knows it lost starts no store
+        // call, checkpoint or not (a call already on its way is the fence's to stop).
+        if !self.emitter.emit_unless_lost(&self.lost, EventKind::StoreCallSent { token: token.into(), fence, op, call })
+        {
+            return Err((None, aborted(true, format!("ownership lost before store call {op:?}"))));
+        }
         self.in_flight = Some((token.into(), call));
+        self.hold().await.map_err(|o| (None, o))?;
         let timeout = Duration::from_millis(self.cfg.pipeline.store_timeout_ms);
         let answer =
             tokio::time::timeout(timeout, exchange(&self.cfg.store_addr, "POST", op_path(op), Some(body.to_string())))

@@ -1,10 +1,9 @@
-//! The runner: one scenario, one fresh environment. Brings the environment up, gives each node a
-//! Redis proxy and a store proxy, starts the nodes, samples the lease key on every Redis instance,
-//! applies the fault schedule (each fault verified by an independent probe and healed), then
-//! records the history, runs the checker, and takes everything down.
-//!
-//! This version runs partition, pause, stall-renewal, crash, slow-store and failing-store faults;
-//! slow-model makes the run inconclusive ("not supported yet"), never a pass.
+//! The runner: one scenario, one environment (fresh, or an attached running one). Gives each node
+//! a Redis proxy and a store proxy, starts the nodes, samples the lease key on every Redis
+//! instance, applies the fault schedule (faults may overlap; each is verified by an independent
+//! probe and healed at its own time), then records the history, runs the checker, and takes
+//! everything down. An interrupt (Ctrl-C, SIGTERM, `--max-duration`) heals what is applied,
+//! records what was seen, and makes the verdict inconclusive at best.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,11 +15,12 @@ use leasequake_reports::history::{
     EventKind, FaultEvent, FaultPhase, Header, HistoryLine, LeaseTimings, NodeCommand, NodeConfig, ObserverSample,
     PipelineShape, Snapshot, HISTORY_VERSION, PROTOCOL_VERSION,
 };
-use leasequake_reports::CheckResult;
+use leasequake_reports::{CheckResult, Verdict};
 use leasequake_toxiproxy::{Client as ProxyClient, Stream, ToxicSpec};
 use rustix::process::Signal;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
+use tracing::{info, Instrument};
 
 use crate::check::check;
 use crate::clock::mono_ns;
@@ -28,15 +28,83 @@ use crate::env::{EnvConfig, Environment, PROXY_PORT_BASE};
 use crate::error::HarnessError;
 use crate::history::{write, write_atomically, HISTORY_FILE, VERDICTS_FILE};
 use crate::image::{ensure, resolve, ImageSpec};
-use crate::scenario::{FaultKind, Link, Mode, Scenario};
+use crate::progress::Progress;
+use crate::scenario::{Fault, FaultKind, Link, Mode, Scenario};
 use crate::supervisor::{NodeProcess, Received};
+
+/// How to run: everything that is not in the scenario file.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Overrides the scenario's seed.
+    pub seed: Option<u64>,
+    /// Where run directories go.
+    pub report_dir: PathBuf,
+    /// Overrides the scenario's node command (program and arguments).
+    pub node_cmd: Option<Vec<String>>,
+    /// Run in this already-running environment instead of a fresh one.
+    pub attach: Option<Attach>,
+    /// The display.
+    pub progress: Progress,
+}
+
+/// An environment to attach to: its run id and Redis password.
+#[derive(Clone)]
+pub struct Attach {
+    /// The run id (`env up` prints it; docker-compose.yml's is `compose`).
+    pub run_id: String,
+    /// The Redis password (never printed).
+    pub password: String,
+}
+
+impl std::fmt::Debug for Attach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attach").field("run_id", &self.run_id).field("password", &"<redacted>").finish()
+    }
+}
+
+/// Stops runs early (Ctrl-C, SIGTERM, a time budget) and says why; the first reason wins.
+#[derive(Clone, Debug, Default)]
+pub struct Interrupt {
+    token: CancellationToken,
+    reason: Arc<Mutex<Option<String>>>,
+}
+
+impl Interrupt {
+    /// Not fired.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stops every run, for `reason` (kept only if it is the first).
+    pub fn fire(&self, reason: &str) {
+        self.reason.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(|| reason.to_owned());
+        self.token.cancel();
+    }
+
+    /// Why, once fired.
+    #[must_use]
+    pub fn reason(&self) -> Option<String> {
+        self.reason.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Whether it fired.
+    #[must_use]
+    pub fn fired(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    fn token(&self) -> CancellationToken {
+        self.token.clone()
+    }
+}
 
 /// What a finished run left.
 #[derive(Debug)]
 pub struct RunOutcome {
     /// The run directory (history.jsonl, verdicts.json, node logs).
     pub dir: PathBuf,
-    /// The checker's result.
+    /// The checker's result (made inconclusive if the run was interrupted).
     pub result: CheckResult,
     /// The seed used.
     pub seed: u64,
@@ -48,68 +116,145 @@ fn push(lines: &Lines, line: HistoryLine) {
     lines.lock().unwrap_or_else(PoisonError::into_inner).push(line);
 }
 
-/// Runs `scenario` and writes its run directory under `report_dir`.
-pub async fn run(
-    s: &Scenario,
-    seed: Option<u64>,
-    report_dir: &Path,
-    cancel: CancellationToken,
-) -> Result<RunOutcome, HarnessError> {
-    let seed = seed.or(s.seed).unwrap_or_else(rand::random);
-    let dir = report_dir.join(format!("{}-{}", s.name, mono_ns()));
-    std::fs::create_dir_all(&dir).map_err(|e| HarnessError::History { path: dir.clone(), detail: e.to_string() })?;
-    let docker = crate::docker::connect().await?;
-    let cfg = EnvConfig {
-        nodes: s.nodes.count,
-        down_after_ms: s.sentinel.down_after_ms,
-        failover_timeout_ms: s.sentinel.failover_timeout_ms,
-        ready_timeout: Duration::from_secs(30),
-        origin: "run",
-        store_policy: s.store.policy,
-        redis_image: resolve(&docker, "LEASEQUAKE_REDIS_IMAGE", ImageSpec::redis).await?,
-        proxy_image: resolve(&docker, "LEASEQUAKE_PROXY_IMAGE", ImageSpec::proxy).await?,
-        store_image: ensure(&docker, &ImageSpec::store()?).await?,
-    };
-    let env = Environment::up(docker, &cfg).await?;
-    let result = drive(s, seed, &env, &dir, cancel).await;
-    env.down().await?;
-    let result = result?;
-    Ok(RunOutcome { dir, result, seed })
+fn env_err(detail: String) -> HarnessError {
+    HarnessError::Environment { detail }
 }
 
-fn node_config(s: &Scenario, env: &Environment, i: u32, incarnation: u64, seed: u64) -> NodeConfig {
-    let redis_port = env.proxy_ports[(2 * (i - 1)) as usize];
-    let store_port = env.proxy_ports[(2 * (i - 1) + 1) as usize];
-    NodeConfig {
-        protocol: PROTOCOL_VERSION,
-        node: format!("n{i}"),
-        incarnation,
-        tenant: "tenant-a".into(),
-        redis_url: format!("redis://:{}@127.0.0.1:{redis_port}/", env.redis_password()),
-        store_addr: format!("127.0.0.1:{store_port}"),
-        lease: LeaseTimings {
-            ttl_ms: s.lease.ttl_ms,
-            renew_ms: s.renew_ms(),
-            acquire_wait_ms: s.acquire_wait_ms(),
-            command_timeout_ms: (s.lease.ttl_ms / 15).clamp(50, 2000),
-        },
-        pipeline: PipelineShape {
-            batches: s.pipeline.batches,
-            batch_size: s.pipeline.batch_size,
-            embed_ms: s.pipeline.embed_ms,
-            prepare_ms: s.pipeline.prepare_ms,
-            checkpoints: s.pipeline.checkpoints.clone(),
-            sync_points: vec![],
-            pause_ms: s.pipeline.pause_ms,
-            store_timeout_ms: (s.lease.ttl_ms * 2).max(2000),
-        },
-        fence_source: s.store.fence_source,
-        seed: seed ^ u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+/// Runs `s` and writes its run directory under `opts.report_dir`.
+pub async fn run(s: &Scenario, opts: &RunOptions, interrupt: &Interrupt) -> Result<RunOutcome, HarnessError> {
+    let seed = opts.seed.or(s.seed).unwrap_or_else(rand::random);
+    let span = tracing::info_span!("run", scenario = %s.name, seed);
+    async move {
+        let dir = opts.report_dir.join(format!("{}-{}", s.name, mono_ns()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| HarnessError::History { path: dir.clone(), detail: e.to_string() })?;
+        let _log = crate::runlog::start(&dir.join("harness.log"));
+        info!(dir = %dir.display(), "run started");
+        let docker = crate::docker::connect().await?;
+        let env = match &opts.attach {
+            Some(a) => {
+                let env = Environment::attach(docker, &a.run_id, a.password.clone(), s.nodes.count).await?;
+                let policy = env.store_policy().await?;
+                if policy != s.store.policy {
+                    return Err(env_err(format!(
+                        "{} needs a store with policy {:?}; environment {} runs {policy:?}. Fix: `leasequake env up \
+                         --policy {}` and attach to that one",
+                        s.name,
+                        s.store.policy,
+                        a.run_id,
+                        format!("{:?}", s.store.policy).to_lowercase()
+                    )));
+                }
+                opts.progress.phase(&format!(
+                    "attached to environment {} (its Sentinel timings apply, not the scenario's)",
+                    a.run_id
+                ));
+                env
+            }
+            None => {
+                let cfg = EnvConfig {
+                    nodes: s.nodes.count,
+                    down_after_ms: s.sentinel.down_after_ms,
+                    failover_timeout_ms: s.sentinel.failover_timeout_ms,
+                    ready_timeout: Duration::from_secs(30),
+                    origin: "run",
+                    store_policy: s.store.policy,
+                    redis_image: resolve(&docker, "LEASEQUAKE_REDIS_IMAGE", ImageSpec::redis).await?,
+                    proxy_image: resolve(&docker, "LEASEQUAKE_PROXY_IMAGE", ImageSpec::proxy).await?,
+                    store_image: ensure(&docker, &ImageSpec::store()?).await?,
+                };
+                let env = Environment::up(docker, &cfg).await?;
+                opts.progress.phase(&format!(
+                    "environment {} ready in {:.2} s",
+                    env.run_id,
+                    env.ready_in.as_secs_f64()
+                ));
+                env
+            }
+        };
+        info!(run_id = %env.run_id, "environment ready");
+        let result = drive(s, seed, &env, &dir, opts, interrupt).await;
+        opts.progress.phase("removing the environment");
+        let down = env.down().await;
+        let result = result?;
+        down?;
+        Ok(RunOutcome { dir, result, seed })
+    }
+    .instrument(span)
+    .await
+}
+
+/// The tenant of a run: fixed in a fresh environment; unique in an attached one, so earlier runs'
+/// keys and collections cannot mix with this run's.
+fn tenant_for(env: &Environment) -> String {
+    if env.attached() {
+        format!("tenant-{:x}", mono_ns())
+    } else {
+        "tenant-a".into()
     }
 }
 
-fn node_command(s: &Scenario) -> Result<Vec<String>, HarnessError> {
-    match &s.nodes.command {
+fn lease_key(tenant: &str) -> String {
+    format!("leasequake:{{{tenant}}}:lease")
+}
+
+struct Ctx<'a> {
+    s: &'a Scenario,
+    seed: u64,
+    env: &'a Environment,
+    dir: &'a Path,
+    tenant: String,
+    command: Vec<String>,
+    proxy: ProxyClient,
+    events: broadcast::Sender<Arc<Received>>,
+    tx: mpsc::Sender<Received>,
+}
+
+impl Ctx<'_> {
+    fn node_config(&self, i: u32, incarnation: u64) -> NodeConfig {
+        let s = self.s;
+        let redis_port = self.env.proxy_ports[(2 * (i - 1)) as usize];
+        let store_port = self.env.proxy_ports[(2 * (i - 1) + 1) as usize];
+        NodeConfig {
+            protocol: PROTOCOL_VERSION,
+            node: format!("n{i}"),
+            incarnation,
+            tenant: self.tenant.clone(),
+            redis_url: format!("redis://:{}@127.0.0.1:{redis_port}/", self.env.redis_password()),
+            store_addr: format!("127.0.0.1:{store_port}"),
+            lease: LeaseTimings {
+                ttl_ms: s.lease.ttl_ms,
+                renew_ms: s.renew_ms(),
+                acquire_wait_ms: s.acquire_wait_ms(),
+                command_timeout_ms: (s.lease.ttl_ms / 15).clamp(50, 2000),
+            },
+            pipeline: PipelineShape {
+                batches: s.pipeline.batches,
+                batch_size: s.pipeline.batch_size,
+                embed_ms: s.pipeline.embed_ms,
+                prepare_ms: s.pipeline.prepare_ms,
+                checkpoints: s.pipeline.checkpoints.clone(),
+                sync_points: vec![],
+                pause_ms: s.pipeline.pause_ms,
+                store_timeout_ms: (s.lease.ttl_ms * 2).max(2000),
+            },
+            fence_source: s.store.fence_source,
+            seed: self.seed ^ u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        }
+    }
+
+    fn spawn(&self, i: u32, incarnation: u64) -> Result<NodeProcess, HarnessError> {
+        let log = self.dir.join(format!("n{i}.stderr.log"));
+        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(log).map_or(Stdio::null(), Stdio::from);
+        let n = NodeProcess::spawn(&self.command, self.node_config(i, incarnation), self.tx.clone(), stderr)?;
+        n.send(NodeCommand::Start)?;
+        info!(node = %format!("n{i}"), incarnation, pid = n.pid(), "node started");
+        Ok(n)
+    }
+}
+
+fn node_command(s: &Scenario, opts: &RunOptions) -> Result<Vec<String>, HarnessError> {
+    match opts.node_cmd.as_ref().or(s.nodes.command.as_ref()) {
         Some(c) => Ok(c.clone()),
         None => Ok(vec![
             std::env::current_exe()
@@ -121,34 +266,65 @@ fn node_command(s: &Scenario) -> Result<Vec<String>, HarnessError> {
     }
 }
 
+/// A fault in effect: what it is, whom it hit.
+struct Applied {
+    id: u64,
+    fault: Fault,
+    target: String,
+    index: u32,
+}
+
 async fn drive(
     s: &Scenario,
     seed: u64,
     env: &Environment,
     dir: &Path,
-    cancel: CancellationToken,
+    opts: &RunOptions,
+    interrupt: &Interrupt,
 ) -> Result<CheckResult, HarnessError> {
+    let cancel = interrupt.token();
     let proxy = ProxyClient::new(env.proxy_api.clone());
-    let proxy_err =
-        |e: leasequake_toxiproxy::ClientError| HarnessError::DockerUnavailable { detail: format!("fault proxy: {e}") };
+    let proxy_err = |e: leasequake_toxiproxy::ClientError| env_err(format!("the fault proxy refused a request: {e}"));
     for i in 1..=s.nodes.count {
         let base = PROXY_PORT_BASE + 2 * (i as u16 - 1);
-        proxy
-            .create_proxy(&format!("n{i}-redis"), &format!("0.0.0.0:{base}"), "redis-primary:6379")
-            .await
-            .map_err(proxy_err)?;
-        proxy
-            .create_proxy(&format!("n{i}-store"), &format!("0.0.0.0:{}", base + 1), "store:7700")
-            .await
-            .map_err(proxy_err)?;
+        for (name, listen, upstream) in [
+            (format!("n{i}-redis"), format!("0.0.0.0:{base}"), "redis-primary:6379"),
+            (format!("n{i}-store"), format!("0.0.0.0:{}", base + 1), "store:7700"),
+        ] {
+            if env.attached() {
+                // A run before this one may have left its proxies (and their toxics).
+                let _ = proxy.delete_proxy(&name).await;
+            }
+            proxy.create_proxy(&name, &listen, upstream).await.map_err(proxy_err)?;
+        }
     }
+    let audit_after = match leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", "/v1/health", None).await {
+        Ok((200, body)) => serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["audit_seq"].as_u64())
+            .ok_or_else(|| env_err(format!("the store's health answer has no audit_seq: {body}")))?,
+        other => return Err(env_err(format!("the store does not answer its health check: {other:?}"))),
+    };
+    let (tx, mut rx) = mpsc::channel::<Received>(65_536);
+    let (events, _) = broadcast::channel::<Arc<Received>>(4096);
+    let ctx = Ctx {
+        s,
+        seed,
+        env,
+        dir,
+        tenant: tenant_for(env),
+        command: node_command(s, opts)?,
+        proxy,
+        events: events.clone(),
+        tx,
+    };
     let started_ns = mono_ns();
     let lines: Lines = Arc::new(Mutex::new(vec![HistoryLine::Header(Header {
         version: HISTORY_VERSION,
         run_id: env.run_id.clone(),
         scenario: s.name.clone(),
         seed,
-        tenant: "tenant-a".into(),
+        tenant: ctx.tenant.clone(),
         policy: s.store.policy,
         fence_source: s.store.fence_source,
         expected: s.expected_failure(),
@@ -156,52 +332,60 @@ async fn drive(
         node_silence_ms: s.lease.ttl_ms * 4 + 5000,
         observer_gap_ms: 5000,
         started_ns,
+        audit_after,
     })]));
 
-    // Nodes and the event collector (which also tracks the current owner for role targets).
-    let (tx, mut rx) = mpsc::channel::<Received>(65_536);
-    let command = node_command(s)?;
-    let stderr = |i: u32| -> Stdio {
-        std::fs::File::create(dir.join(format!("n{i}.stderr.log"))).map_or(Stdio::null(), Stdio::from)
-    };
+    // Nodes and the event collector (which also tracks the current owner for role targets and
+    // hands every event to the probes that wait for one).
     let mut nodes: BTreeMap<u32, (NodeProcess, u64)> = BTreeMap::new();
     for i in 1..=s.nodes.count {
-        let n = NodeProcess::spawn(&command, node_config(s, env, i, 1, seed), tx.clone(), stderr(i))?;
-        n.send(NodeCommand::Start)?;
-        nodes.insert(i, (n, 1));
+        nodes.insert(i, (ctx.spawn(i, 1)?, 1));
     }
+    opts.progress.phase(&format!("running ({} nodes, {} s)", s.nodes.count, s.duration_s));
     let owner: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let collector = {
         let (lines, owner) = (lines.clone(), owner.clone());
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {
-                let line = match r.line {
+                let r = Arc::new(r);
+                let line = match &r.line {
                     Ok(event) => {
                         if let EventKind::Acquired { .. } = &event.kind {
                             *owner.lock().unwrap_or_else(PoisonError::into_inner) = Some(r.node.clone());
                         }
-                        HistoryLine::Node { node: r.node, incarnation: 0, received_ns: r.received_ns, event }
+                        HistoryLine::Node {
+                            node: r.node.clone(),
+                            incarnation: r.incarnation,
+                            received_ns: r.received_ns,
+                            event: event.clone(),
+                        }
                     }
-                    Err(g) => HistoryLine::Garbage { node: r.node, received_ns: r.received_ns, raw: g.raw, why: g.why },
+                    Err(g) => HistoryLine::Garbage {
+                        node: r.node.clone(),
+                        received_ns: r.received_ns,
+                        raw: g.raw.clone(),
+                        why: g.why.clone(),
+                    },
                 };
                 push(&lines, line);
+                let _ = events.send(r); // nobody listening is fine
             }
         })
     };
 
     // The observer: who holds the key on each instance, every 250 ms, through docker exec.
-    let stop_observer = cancel.child_token();
+    let stop_observer = CancellationToken::new();
     let observer = {
         let (lines, stop) = (lines.clone(), stop_observer.clone());
-        let key = "leasequake:{tenant-a}:lease";
+        let key = lease_key(&ctx.tenant);
         async move {
             // Bounded by the run (stop).
             while !stop.is_cancelled() {
                 for instance in ["redis-primary", "redis-replica"] {
                     let at_ns = mono_ns();
                     let sample = match (
-                        env.redis_cli(instance, &["GET", key]).await,
-                        env.redis_cli(instance, &["PTTL", key]).await,
+                        env.redis_cli(instance, &["GET", &key]).await,
+                        env.redis_cli(instance, &["PTTL", &key]).await,
                         env.redis_cli(instance, &["ROLE"]).await,
                     ) {
                         (Ok(h), Ok(t), Ok(r)) => ObserverSample {
@@ -231,85 +415,99 @@ async fn drive(
         }
     };
 
-    // The schedule.
+    let progress = &opts.progress;
+    let fault_line = |id: u64, fault: &str, target: &str, phase: FaultPhase, detail: String| {
+        HistoryLine::Fault(FaultEvent {
+            id,
+            fault: fault.to_owned(),
+            target: target.to_owned(),
+            phase,
+            at_ns: mono_ns(),
+            detail,
+        })
+    };
+    // The schedule: every apply and heal on one timeline, in time order (a heal first when both
+    // fall on the same second), so faults can overlap.
     let schedule = async {
         let t0 = Instant::now();
-        let mut applied = Vec::new();
-        for (id, f) in s.faults.iter().enumerate() {
-            let id = id as u64 + 1;
-            let at = t0 + Duration::from_secs(f.at_s);
-            tokio::select! { () = cancel.cancelled() => break, () = tokio::time::sleep_until(at.into()) => {} }
-            let target = match f.target.as_deref() {
-                Some("owner") => {
-                    owner.lock().unwrap_or_else(PoisonError::into_inner).clone().unwrap_or_else(|| "n1".into())
+        let mut steps: Vec<(u64, bool, usize)> = Vec::new();
+        for (i, f) in s.faults.iter().enumerate() {
+            steps.push((f.at_s * 1000, false, i));
+            steps.push(((f.at_s + f.duration_s) * 1000, true, i));
+        }
+        steps.sort_by_key(|(at, heal, i)| (*at, !*heal, *i));
+        let mut active: BTreeMap<usize, Applied> = BTreeMap::new();
+        for (at_ms, is_heal, i) in steps {
+            let when = t0 + Duration::from_millis(at_ms);
+            tokio::select! { () = cancel.cancelled() => break, () = tokio::time::sleep_until(when.into()) => {} }
+            if is_heal {
+                if let Some(a) = active.remove(&i) {
+                    let detail = heal(&ctx, &a, &mut nodes).await;
+                    info!(fault = a.id, node = %a.target, %detail, "fault healed");
+                    progress
+                        .fault(&format!("fault {} {} on {}: healed ({detail})", a.id, a.fault.kind, a.target), false);
+                    push(&lines, fault_line(a.id, a.fault.kind.name(), &a.target, FaultPhase::Healed, detail));
                 }
-                Some("non-owner") => {
-                    let o = owner.lock().unwrap_or_else(PoisonError::into_inner).clone().unwrap_or_default();
-                    (1..=s.nodes.count).map(|i| format!("n{i}")).find(|n| *n != o).unwrap_or_else(|| "n1".into())
-                }
-                Some(t) => t.to_owned(),
-                None => "store".into(),
-            };
-            let kind = format!("{:?}", f.kind).to_lowercase();
-            let event = |phase, detail: String| {
-                HistoryLine::Fault(FaultEvent {
-                    id,
-                    fault: kind.clone(),
-                    target: target.clone(),
-                    phase,
-                    at_ns: mono_ns(),
-                    detail,
-                })
-            };
-            push(&lines, event(FaultPhase::Requested, String::new()));
+                continue;
+            }
+            let f = &s.faults[i];
+            let id = i as u64 + 1;
+            let target = resolve_target(f, &owner, s.nodes.count);
+            let kind = f.kind.name();
+            push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, String::new()));
             let index: u32 = target.trim_start_matches('n').parse().unwrap_or(1);
-            let outcome = apply(&proxy, env, f, index, s.nodes.count, nodes.get(&index).map(|n| &n.0)).await;
+            let outcome = apply(&ctx, id, f, index, nodes.get(&index).map(|n| &n.0)).await;
             match outcome {
-                Ok(detail) => push(&lines, event(FaultPhase::Verified, detail)),
+                Ok(detail) => {
+                    info!(fault = id, node = %target, %detail, "fault verified");
+                    progress.fault(&format!("fault {id} {kind} on {target}: verified ({detail})"), true);
+                    push(&lines, fault_line(id, kind, &target, FaultPhase::Verified, detail));
+                }
                 Err(why) => {
-                    push(&lines, event(FaultPhase::Failed, why));
-                    continue;
+                    info!(fault = id, node = %target, %why, "fault not verified");
+                    progress.fault(&format!("fault {id} {kind} on {target}: NOT VERIFIED ({why})"), false);
+                    push(&lines, fault_line(id, kind, &target, FaultPhase::Failed, why));
                 }
             }
-            applied.push((id, f.clone(), target.clone(), index, t0 + Duration::from_secs(f.at_s + f.duration_s)));
-            // Heal in order (a simple schedule: faults are healed before the next one is due, or
-            // at their own time when the next one comes later).
-            let (hid, hf, htarget, hindex, when) = applied.remove(0);
-            tokio::select! { () = cancel.cancelled() => {}, () = tokio::time::sleep_until(when.into()) => {} }
-            let healed = heal(&proxy, hf.kind, hindex, &mut nodes, s, env, seed, &tx, stderr(hindex)).await;
+            // Healed at its time even when unverified: part of it may be in effect.
+            active.insert(i, Applied { id, fault: f.clone(), target, index });
+        }
+        // Interrupted: heal what is still applied, now.
+        let mut still_applied = Vec::new();
+        for (_, a) in std::mem::take(&mut active) {
+            let detail = heal(&ctx, &a, &mut nodes).await;
+            if detail.contains("failed") {
+                still_applied.push(a.id);
+            }
             push(
                 &lines,
-                HistoryLine::Fault(FaultEvent {
-                    id: hid,
-                    fault: format!("{:?}", hf.kind).to_lowercase(),
-                    target: htarget,
-                    phase: FaultPhase::Healed,
-                    at_ns: mono_ns(),
-                    detail: healed,
-                }),
+                fault_line(a.id, a.fault.kind.name(), &a.target, FaultPhase::Healed, format!("early: {detail}")),
             );
         }
         let end = t0 + Duration::from_secs(s.duration_s);
         tokio::select! { () = cancel.cancelled() => {}, () = tokio::time::sleep_until(end.into()) => {} }
-        nodes
+        (nodes, still_applied)
     };
     let schedule = async {
-        let nodes = schedule.await;
+        let out = schedule.await;
         stop_observer.cancel();
-        nodes
+        out
     };
-    let (nodes, ()) = tokio::join!(schedule, observer);
+    let ((nodes, still_applied), ()) = tokio::join!(schedule, observer);
+    progress.phase("stopping the nodes");
     for (_, (n, _)) in nodes {
         n.stop(Duration::from_secs(5)).await;
     }
+    let Ctx { proxy, tx, tenant, .. } = ctx;
     drop(tx);
     let _ = tokio::time::timeout(Duration::from_secs(5), collector).await;
-    stop_observer.cancel();
 
     // The store's audit log and what was left.
-    let (status, audit) = leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", "/v1/audit", None)
+    progress.phase("reading the store's audit log");
+    let path = format!("/v1/audit?after={audit_after}");
+    let (status, audit) = leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", &path, None)
         .await
-        .map_err(|e| HarnessError::DockerUnavailable { detail: format!("cannot read the store's audit log: {e}") })?;
+        .map_err(|e| env_err(format!("cannot read the store's audit log: {e}")))?;
     if status == 200 {
         for l in audit.lines().filter(|l| !l.trim().is_empty()) {
             if let Ok(r) = serde_json::from_str(l) {
@@ -317,7 +515,8 @@ async fn drive(
             }
         }
     }
-    let view = leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", "/v1/tenants/tenant-a", None).await.ok();
+    let view =
+        leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", &format!("/v1/tenants/{tenant}"), None).await.ok();
     let left: Vec<String> = view
         .and_then(|(_, b)| serde_json::from_str::<serde_json::Value>(&b).ok())
         .and_then(|v| v["collections"].as_array().cloned())
@@ -326,22 +525,48 @@ async fn drive(
         .filter(|c| c["live"] == false)
         .filter_map(|c| c["name"].as_str().map(str::to_owned))
         .collect();
+    if env.attached() {
+        for i in 1..=s.nodes.count {
+            for name in [format!("n{i}-redis"), format!("n{i}-store")] {
+                let _ = proxy.delete_proxy(&name).await;
+            }
+        }
+    }
     push(
         &lines,
         HistoryLine::Snapshot(Snapshot {
             ended_ns: mono_ns(),
-            faults_still_applied: vec![],
+            faults_still_applied: still_applied,
             temporary_collections_left: left,
             versions: BTreeMap::from([("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
         }),
     );
     let lines = std::mem::take(&mut *lines.lock().unwrap_or_else(PoisonError::into_inner));
     write(&dir.join(HISTORY_FILE), &lines)?;
-    let result = check(&lines);
+    progress.phase("checking the history");
+    let mut result = check(&lines);
+    if let Some(reason) = interrupt.reason() {
+        let why = format!("the run was stopped early: {reason}; the history holds what was seen");
+        result.inconclusive.insert(0, why);
+        result.verdict = result.verdict.combine(Verdict::Inconclusive);
+    }
     let json = serde_json::to_vec_pretty(&result)
         .map_err(|e| HarnessError::History { path: dir.to_path_buf(), detail: e.to_string() })?;
     write_atomically(&dir.join(VERDICTS_FILE), &json)?;
     Ok(result)
+}
+
+fn resolve_target(f: &Fault, owner: &Mutex<Option<String>>, count: u32) -> String {
+    let owner = || owner.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    match f.target.as_deref() {
+        Some("owner") => owner().unwrap_or_else(|| "n1".into()),
+        Some("non-owner") => {
+            let o = owner().unwrap_or_default();
+            (1..=count).map(|i| format!("n{i}")).find(|n| *n != o).unwrap_or_else(|| "n1".into())
+        }
+        Some(t) => t.to_owned(),
+        None => "store".into(),
+    }
 }
 
 fn proxies_of(index: u32, link: Option<Link>) -> Vec<(String, usize)> {
@@ -379,15 +604,14 @@ async fn probe(port: u16) -> &'static str {
     }
 }
 
+/// The name of fault `id`'s toxics, so overlapping faults on one proxy stay apart.
+fn toxic_name(id: u64) -> String {
+    format!("fault-{id}")
+}
+
 /// Applies one fault and verifies it with an independent probe; the detail says what was seen.
-async fn apply(
-    proxy: &ProxyClient,
-    env: &Environment,
-    f: &crate::scenario::Fault,
-    index: u32,
-    count: u32,
-    node: Option<&NodeProcess>,
-) -> Result<String, String> {
+async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&NodeProcess>) -> Result<String, String> {
+    let (proxy, env) = (&ctx.proxy, ctx.env);
     match f.kind {
         FaultKind::Partition => {
             let blackhole = f.mode == Some(Mode::Blackhole);
@@ -398,7 +622,7 @@ async fn apply(
                 } else {
                     ToxicSpec::reset_peer(Stream::Downstream, 0)
                 };
-                proxy.add_toxic(&name, &toxic.named("partition")).await.map_err(|e| e.to_string())?;
+                proxy.add_toxic(&name, &toxic.named(toxic_name(id))).await.map_err(|e| e.to_string())?;
                 let got = probe(env.proxy_ports[slot]).await;
                 let ok = if blackhole { got == "silent" } else { matches!(got, "reset" | "closed" | "refused") };
                 if !ok {
@@ -428,7 +652,45 @@ async fn apply(
         FaultKind::StallRenewal => {
             let n = node.ok_or("no such node")?;
             n.send(NodeCommand::StallRenewal { ms: f.duration_s * 1000 }).map_err(|e| e.to_string())?;
-            Ok("stall_renewal command delivered to the node's stdin".into())
+            verify_stalled(ctx, n.node()).await
+        }
+        FaultKind::SlowModel => {
+            let n = node.ok_or("no such node")?;
+            let extra = f.latency_ms.unwrap_or(0);
+            let mut events = ctx.events.subscribe();
+            n.send(NodeCommand::SlowModel { ms: extra }).map_err(|e| e.to_string())?;
+            let normal = ctx.s.pipeline.embed_ms;
+            // The probe: the node's next model call takes at least the added time. Bounded: a
+            // node that makes no model call (it does not hold the lease) fails the verification.
+            let limit = Duration::from_millis(extra + normal + 2 * ctx.s.lease.ttl_ms + 2000);
+            let wait = async {
+                loop {
+                    match events.recv().await {
+                        Ok(r) if r.node == n.node() => {
+                            if let Ok(ev) = &r.line {
+                                if let EventKind::ModelCall { ms, .. } = ev.kind {
+                                    if ms >= normal + extra {
+                                        return Ok(format!(
+                                            "{}'s next model call took {ms} ms (normally {normal})",
+                                            n.node()
+                                        ));
+                                    }
+                                }
+                            }
+                        }
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => return Err("the node's events ended".to_owned()),
+                    }
+                }
+            };
+            tokio::time::timeout(limit, wait).await.unwrap_or_else(|_| {
+                Err(format!(
+                    "{} made no model call of {} ms or more within {} ms (does it hold the lease? target `owner`)",
+                    n.node(),
+                    normal + extra,
+                    limit.as_millis()
+                ))
+            })
         }
         FaultKind::Crash => {
             let n = node.ok_or("no such node")?;
@@ -445,14 +707,14 @@ async fn apply(
             // Every node's store proxy: the store itself is slow or failing, for everyone.
             let slow = f.kind == FaultKind::SlowStore;
             let latency = f.latency_ms.unwrap_or(0);
-            for i in 1..=count {
+            for i in 1..=ctx.s.nodes.count {
                 let toxic = if slow {
                     ToxicSpec::latency(Stream::Downstream, latency, 0)
                 } else {
                     ToxicSpec::reset_peer(Stream::Downstream, 0)
                 };
                 proxy
-                    .add_toxic(&format!("n{i}-store"), &toxic.named("store-fault"))
+                    .add_toxic(&format!("n{i}-store"), &toxic.named(toxic_name(id)))
                     .await
                     .map_err(|e| e.to_string())?;
             }
@@ -477,53 +739,104 @@ async fn apply(
                 }
             }
         }
-        other => Err(format!("{other:?} is not supported by this runner yet")),
     }
 }
 
-/// Undoes one fault; returns what was done.
-#[allow(clippy::too_many_arguments)]
-async fn heal(
-    proxy: &ProxyClient,
-    kind: FaultKind,
-    index: u32,
-    nodes: &mut BTreeMap<u32, (NodeProcess, u64)>,
-    s: &Scenario,
-    env: &Environment,
-    seed: u64,
-    tx: &mpsc::Sender<Received>,
-    stderr: Stdio,
-) -> String {
-    match kind {
-        FaultKind::Partition => {
-            for (name, _) in proxies_of(index, None) {
-                let _ = proxy.remove_toxic(&name, "partition").await;
-            }
-            "toxics removed".into()
+/// Verifies a stalled renewal from Redis itself: if `node` holds the key, its remaining ttl must
+/// fall below what renewals every `renew_ms` would keep (ttl - 1.5 renewal intervals), or the key
+/// must leave it. A node that holds nothing has no renewal to observe: that is said, not hidden.
+async fn verify_stalled(ctx: &Ctx<'_>, node: &str) -> Result<String, String> {
+    let (ttl, renew) = (ctx.s.lease.ttl_ms, ctx.s.renew_ms());
+    let floor = ttl.saturating_sub(renew * 3 / 2);
+    let key = lease_key(&ctx.tenant);
+    let prefix = format!("{node}/");
+    let began = Instant::now();
+    let mut last = String::new();
+    // Bounded: one ttl plus a second.
+    while began.elapsed() < Duration::from_millis(ttl + 1000) {
+        let holder = ctx.env.redis_cli("redis-primary", &["GET", &key]).await.map_err(|e| e.to_string())?;
+        let holder = holder.trim();
+        if !holder.starts_with(&prefix) {
+            return Ok(if began.elapsed() < Duration::from_millis(50) {
+                format!(
+                    "stall_renewal delivered; {node} does not hold the lease (holder: {}), so no renewal to stop",
+                    if holder.is_empty() { "nobody" } else { holder }
+                )
+            } else {
+                format!(
+                    "the key left {node} {} ms after the stall (holder now: {})",
+                    began.elapsed().as_millis(),
+                    if holder.is_empty() { "nobody" } else { holder }
+                )
+            });
         }
-        FaultKind::Pause => match nodes.get(&index) {
-            Some((n, _)) => n.signal(Signal::CONT).map_or_else(|e| e.to_string(), |()| "SIGCONT".into()),
+        let pttl: i64 = ctx
+            .env
+            .redis_cli("redis-primary", &["PTTL", &key])
+            .await
+            .map_err(|e| e.to_string())?
+            .trim()
+            .parse()
+            .unwrap_or(-2);
+        if pttl >= 0 && (pttl as u64) < floor {
+            return Ok(format!(
+                "{node}'s key was not renewed: PTTL {pttl} ms < {floor} ms, {} ms after the stall",
+                began.elapsed().as_millis()
+            ));
+        }
+        last = format!("PTTL {pttl} ms");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Err(format!("{node} still renews its lease {} ms after the stall ({last})", began.elapsed().as_millis()))
+}
+
+/// Undoes one fault; returns what was done (a detail containing "failed" means it may remain).
+async fn heal(ctx: &Ctx<'_>, a: &Applied, nodes: &mut BTreeMap<u32, (NodeProcess, u64)>) -> String {
+    let proxy = &ctx.proxy;
+    match a.fault.kind {
+        FaultKind::Partition => {
+            let mut failed = Vec::new();
+            for (name, _) in proxies_of(a.index, a.fault.link) {
+                match proxy.remove_toxic(&name, &toxic_name(a.id)).await {
+                    Ok(()) => {}
+                    Err(e) if e.to_string().contains("404") || e.to_string().contains("not found") => {}
+                    Err(e) => failed.push(format!("{name}: {e}")),
+                }
+            }
+            if failed.is_empty() {
+                "toxics removed".into()
+            } else {
+                format!("removing toxics failed: {}", failed.join("; "))
+            }
+        }
+        FaultKind::Pause => match nodes.get(&a.index) {
+            Some((n, _)) => {
+                n.signal(Signal::CONT).map_or_else(|e| format!("SIGCONT failed: {e}"), |()| "SIGCONT".into())
+            }
             None => "no such node".into(),
         },
         FaultKind::StallRenewal => "the stall ends by itself".into(),
+        FaultKind::SlowModel => match nodes.get(&a.index) {
+            Some((n, _)) => n
+                .send(NodeCommand::SlowModel { ms: 0 })
+                .map_or_else(|e| format!("restoring the model speed failed: {e}"), |()| "model speed restored".into()),
+            None => "no such node".into(),
+        },
         FaultKind::SlowStore | FaultKind::FailingStore => {
-            for i in 1..=s.nodes.count {
-                let _ = proxy.remove_toxic(&format!("n{i}-store"), "store-fault").await;
+            for i in 1..=ctx.s.nodes.count {
+                let _ = proxy.remove_toxic(&format!("n{i}-store"), &toxic_name(a.id)).await;
             }
             "toxics removed".into()
         }
         FaultKind::Crash => {
-            let incarnation = nodes.get(&index).map_or(1, |n| n.1) + 1;
-            let Ok(command) = node_command(s) else { return "cannot restart: no node command".into() };
-            match NodeProcess::spawn(&command, node_config(s, env, index, incarnation, seed), tx.clone(), stderr) {
+            let incarnation = nodes.get(&a.index).map_or(1, |n| n.1) + 1;
+            match ctx.spawn(a.index, incarnation) {
                 Ok(n) => {
-                    let _ = n.send(NodeCommand::Start);
-                    nodes.insert(index, (n, incarnation));
+                    nodes.insert(a.index, (n, incarnation));
                     format!("restarted as incarnation {incarnation}")
                 }
                 Err(e) => format!("restart failed: {e}"),
             }
         }
-        _ => "nothing to undo".into(),
     }
 }

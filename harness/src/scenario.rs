@@ -166,6 +166,28 @@ pub enum FaultKind {
     SlowModel,
 }
 
+impl FaultKind {
+    /// The name a scenario file uses (and the history records).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Partition => "partition",
+            Self::Pause => "pause",
+            Self::StallRenewal => "stall_renewal",
+            Self::Crash => "crash",
+            Self::SlowStore => "slow_store",
+            Self::FailingStore => "failing_store",
+            Self::SlowModel => "slow_model",
+        }
+    }
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Which link a partition cuts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]

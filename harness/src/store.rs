@@ -153,6 +153,11 @@ impl Store {
         Answer { status, body }
     }
 
+    /// The last audit sequence number given (0 before the first record).
+    pub fn audit_seq(&self) -> u64 {
+        self.state().seq
+    }
+
     /// The audit records with `seq > after`, in order.
     pub fn audit_after(&self, after: u64) -> Vec<AuditRecord> {
         let st = self.state();
@@ -331,7 +336,7 @@ async fn handle(store: Arc<Store>, req: Request<Incoming>) -> Result<Response<Fu
         Err(e) => return Ok(reply(400, &json!({ "error": format!("bad body: {e}") }))),
     };
     let answer = match (method.as_str(), path.as_str()) {
-        ("GET", "/v1/health") => reply(200, &json!({ "ok": true })),
+        ("GET", "/v1/health") => reply(200, &json!({ "ok": true, "audit_seq": store.audit_seq() })),
         ("GET", "/v1/audit") => {
             let after =
                 query.as_deref().and_then(|q| q.strip_prefix("after=")).and_then(|n| n.parse().ok()).unwrap_or(0);

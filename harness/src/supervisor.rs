@@ -27,6 +27,8 @@ const COMMAND_QUEUE: usize = 256;
 pub struct Received {
     /// Node id.
     pub node: String,
+    /// The node's incarnation (1, then one more per restart).
+    pub incarnation: u64,
     /// The harness's CLOCK_MONOTONIC at receipt, ns.
     pub received_ns: u64,
     /// The event, or the raw line and why it is not one.
@@ -60,6 +62,7 @@ impl NodeProcess {
         stderr: Stdio,
     ) -> Result<Self, HarnessError> {
         let node = config.node.clone();
+        let incarnation = config.incarnation;
         let failed = |detail: String| HarnessError::NodeProtocol { detail };
         let (program, args) = command.split_first().ok_or_else(|| failed("empty node command".into()))?;
         let mut child = Command::new(program)
@@ -101,7 +104,7 @@ impl NodeProcess {
                     Ok(l) => parse_event(&l),
                     Err(e) => Err(Garbage { raw: String::new(), why: e.to_string() }),
                 };
-                if events.send(Received { node: name.clone(), received_ns, line }).await.is_err() {
+                if events.send(Received { node: name.clone(), incarnation, received_ns, line }).await.is_err() {
                     return;
                 }
             }

@@ -128,6 +128,11 @@ pub enum NodeCommand {
         /// How long.
         ms: u64,
     },
+    /// Make every model call `ms` slower from now on (0 restores the normal speed).
+    SlowModel {
+        /// Extra time per model call.
+        ms: u64,
+    },
 }
 
 /// A store operation, as a node names it and as the audit log records it.
@@ -381,6 +386,10 @@ pub struct Header {
     pub observer_gap_ms: u64,
     /// CLOCK_MONOTONIC at the start, ns.
     pub started_ns: u64,
+    /// The store's audit sequence number before the run (0 for a fresh store): a run attached to
+    /// a running environment judges only the records after it, which must follow it gap-free.
+    #[serde(default)]
+    pub audit_after: u64,
 }
 
 /// A fault's life: requested, verified in effect by an independent probe, healed; or failed.

@@ -29,6 +29,7 @@ fn header(expected: Option<&str>) -> Header {
         node_silence_ms: 10_000,
         observer_gap_ms: 10_000,
         started_ns: 0,
+        audit_after: 0,
     }
 }
 

@@ -63,4 +63,18 @@ async fn docker_compose_brings_up_the_same_topology_by_hand() {
         .unwrap();
     let pong: String = redis::cmd("PING").query_async(&mut c).await.unwrap();
     assert_eq!(pong, "PONG");
+
+    // A scenario runs in it as it stands (`--env compose`), and passes.
+    let reports = std::env::temp_dir().join(format!("leasequake-compose-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .args(["run", "scenarios/smoke/no-faults.toml", "--env", "compose", "--report-dir"])
+        .arg(&reports)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .env("LEASEQUAKE_REDIS_PASSWORD", "leasequake-dev")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("PASS"), "{stdout}");
+    let _ = std::fs::remove_dir_all(reports);
 }

@@ -27,8 +27,12 @@ async fn demo_nodes_take_turns_and_every_acknowledged_write_is_in_the_audit_log(
 
 #[test]
 fn the_tally_catches_an_acknowledged_write_missing_from_the_audit_log_and_falling_fences() {
-    let event =
-        |kind| Received { node: "n1".into(), received_ns: 0, line: Ok(NodeEvent { mono_ns: 0, round: 1, kind }) };
+    let event = |kind| Received {
+        node: "n1".into(),
+        incarnation: 1,
+        received_ns: 0,
+        line: Ok(NodeEvent { mono_ns: 0, round: 1, kind }),
+    };
     let record = |seq, fence, call| AuditRecord {
         seq,
         mono_ns: 0,

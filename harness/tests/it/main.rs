@@ -1,5 +1,6 @@
 //! Integration tests of the `leasequake` binary and library.
 
+mod attach;
 mod check_cli;
 mod compose;
 mod demo;

@@ -13,7 +13,7 @@ fn blocks(tag: &str) -> Vec<String> {
 fn every_example_in_the_protocol_doc_is_a_valid_message() {
     let commands = blocks("command");
     let events = blocks("event");
-    assert!(commands.len() >= 5 && events.len() >= 19, "{} commands, {} events", commands.len(), events.len());
+    assert!(commands.len() >= 6 && events.len() >= 19, "{} commands, {} events", commands.len(), events.len());
     let mut kinds = std::collections::BTreeSet::new();
     for c in &commands {
         let parsed: NodeCommand = serde_json::from_str(c).unwrap_or_else(|e| panic!("{c}: {e}"));
@@ -30,6 +30,7 @@ fn every_example_in_the_protocol_doc_is_a_valid_message() {
         "start",
         "go",
         "stall_renewal",
+        "slow_model",
         "stop",
         "hello",
         "acquire_attempt",

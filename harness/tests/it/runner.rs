@@ -1,7 +1,12 @@
 //! `leasequake run` end to end on real containers: a pass, a failure (an expected failure that
-//! does not happen) and an inconclusive run (a fault that cannot be applied), each with its code.
+//! does not happen) and an inconclusive run (a fault that cannot be applied), each with its code;
+//! overlapping faults each verified; Ctrl-C and --max-duration stopping a run with what was seen.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use leasequake_reports::history::{EventKind, FaultPhase, HistoryLine};
 
 const BASE: &str = r#"description = "test"
 incident = "A scenario written by the runner's integration test, short on purpose."
@@ -21,20 +26,52 @@ policy = "enforce"
 fence_source = "store"
 "#;
 
-/// Writes and runs a scenario: `top` goes before the tables (top-level keys), `tail` after them.
-fn run(name: &str, top: &str, tail: &str) -> (Option<i32>, String, std::path::PathBuf) {
+/// Writes a scenario file: `top` goes before the tables (top-level keys), `tail` after them.
+fn scenario(name: &str, top: &str, tail: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("leasequake-runner-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, format!("name = \"{name}\"\n{top}{BASE}{tail}")).unwrap();
+    (file, dir)
+}
+
+/// Writes and runs a scenario (with `extra` arguments); returns the code, stdout and the directory.
+fn run_with(name: &str, top: &str, tail: &str, extra: &[&str]) -> (Option<i32>, String, std::path::PathBuf) {
+    let (file, dir) = scenario(name, top, tail);
     let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
         .arg("run")
         .arg(&file)
         .arg("--report-dir")
         .arg(dir.join("reports"))
+        .args(extra)
         .output()
         .unwrap();
     (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), dir)
+}
+
+fn run(name: &str, top: &str, tail: &str) -> (Option<i32>, String, std::path::PathBuf) {
+    run_with(name, top, tail, &[])
+}
+
+/// The run directories under `dir/reports`, oldest first.
+fn run_dirs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<_> = std::fs::read_dir(dir.join("reports")).unwrap().map(|e| e.unwrap().path()).collect();
+    dirs.sort();
+    dirs
+}
+
+fn history(run_dir: &std::path::Path) -> Vec<HistoryLine> {
+    let text = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect()
+}
+
+/// The containers still carrying `run_id`'s label.
+fn containers_of(run_id: &str) -> String {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label=io.leasequake.run={run_id}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 #[test]
@@ -63,9 +100,152 @@ fn a_missing_expected_failure_fails_with_exit_1_and_a_repro_line() {
 
 #[test]
 fn a_fault_that_cannot_be_applied_makes_the_run_inconclusive_with_exit_3() {
-    let fault = "\n[[faults]]\nkind = \"slow_model\"\ntarget = \"n1\"\nlatency_ms = 100\nat_s = 1\nduration_s = 1\n";
-    let (code, out, dir) = run("unsupported", "", fault);
+    // A pause of a node that an overlapping crash has just killed: no process to stop.
+    let faults = "\n[[faults]]\nkind = \"crash\"\ntarget = \"n1\"\nat_s = 1\nduration_s = 3\n\
+                  \n[[faults]]\nkind = \"pause\"\ntarget = \"n1\"\nat_s = 2\nduration_s = 1\n";
+    let (code, out, dir) = run("unappliable", "", faults);
     assert_eq!(code, Some(3), "{out}");
-    assert!(out.starts_with("INCONCLUSIVE") && out.contains("not supported"), "{out}");
+    assert!(out.starts_with("INCONCLUSIVE") && out.contains("pause on n1 failed"), "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn overlapping_faults_are_each_verified_and_healed_and_a_restart_is_a_new_incarnation() {
+    // n2 is cut from Redis while the owner's model calls are slowed, its renewal stalled, and n1
+    // crashes and comes back: four faults in effect at once.
+    let faults = r#"
+[[faults]]
+kind = "slow_model"
+target = "owner"
+latency_ms = 300
+at_s = 2
+duration_s = 4
+
+[[faults]]
+kind = "partition"
+target = "n2"
+link = "redis"
+mode = "blackhole"
+at_s = 3
+duration_s = 2
+
+[[faults]]
+kind = "stall_renewal"
+target = "owner"
+at_s = 3
+duration_s = 2
+
+[[faults]]
+kind = "crash"
+target = "n1"
+at_s = 4
+duration_s = 1
+"#;
+    let (code, out, dir) = run("overlap", "", faults);
+    let run_dir = run_dirs(&dir).pop().unwrap();
+    let lines = history(&run_dir);
+    let phases = |id: u64| -> Vec<FaultPhase> {
+        lines
+            .iter()
+            .filter_map(|l| match l {
+                HistoryLine::Fault(f) if f.id == id => Some(f.phase),
+                _ => None,
+            })
+            .collect()
+    };
+    for id in 1..=4 {
+        assert_eq!(
+            phases(id),
+            [FaultPhase::Requested, FaultPhase::Verified, FaultPhase::Healed],
+            "fault {id}: {out}\n{}",
+            std::fs::read_to_string(run_dir.join("history.jsonl"))
+                .unwrap()
+                .lines()
+                .filter(|l| l.contains("\"fault\""))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    let heal_1 =
+        lines.iter().position(|l| matches!(l, HistoryLine::Fault(f) if f.id == 1 && f.phase == FaultPhase::Healed));
+    let apply_4 =
+        lines.iter().position(|l| matches!(l, HistoryLine::Fault(f) if f.id == 4 && f.phase == FaultPhase::Verified));
+    assert!(apply_4 < heal_1, "the faults overlapped in time");
+    let restarted = lines.iter().any(|l| {
+        matches!(l, HistoryLine::Node { node, incarnation: 2, event, .. }
+            if node == "n1" && matches!(event.kind, EventKind::Hello { .. }))
+    });
+    assert!(restarted, "n1's restart speaks as incarnation 2 in the history");
+    assert!(code == Some(0), "every property holds under the overlap: {out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn ctrl_c_heals_records_what_was_seen_removes_the_environment_and_is_inconclusive() {
+    let fault = "\n[[faults]]\nkind = \"partition\"\ntarget = \"owner\"\nlink = \"both\"\nmode = \"blackhole\"\nat_s = 2\nduration_s = 20\n";
+    let (file, dir) = scenario("interrupted", "", fault);
+    std::fs::write(&file, std::fs::read_to_string(&file).unwrap().replace("duration_s = 9", "duration_s = 40"))
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("run")
+        .arg(&file)
+        .arg("--report-dir")
+        .arg(dir.join("reports"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The plain progress lines (stderr is not a terminal): wait for the fault to be verified.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let began = Instant::now();
+    while !seen.contains("verified") {
+        assert!(began.elapsed() < Duration::from_secs(120), "no fault verified: {seen}");
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("the run ended early: {seen}");
+        }
+        seen.push_str(&line);
+    }
+    assert!(seen.contains("ready in") && seen.contains("running ("), "plain progress lines: {seen}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("INCONCLUSIVE") && stdout.contains("stopped early"), "{stdout}");
+    let run_dir = run_dirs(&dir).pop().unwrap();
+    let lines = history(&run_dir);
+    let HistoryLine::Header(h) = &lines[0] else { panic!("no header") };
+    assert!(lines.iter().any(|l| matches!(l, HistoryLine::Node { .. })), "the nodes' events were kept");
+    assert!(
+        lines.iter().any(
+            |l| matches!(l, HistoryLine::Fault(f) if f.phase == FaultPhase::Healed && f.detail.starts_with("early"))
+        ),
+        "the partition was healed at once"
+    );
+    assert!(matches!(lines.last(), Some(HistoryLine::Snapshot(_))), "the closing snapshot was written");
+    assert_eq!(containers_of(&h.run_id), "", "the environment was removed");
+    assert!(run_dir.join("harness.log").is_file(), "the run's own log");
+    let log = std::fs::read_to_string(run_dir.join("harness.log")).unwrap();
+    assert!(log.contains("scenario=interrupted") && log.contains("fault verified"), "{log}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn max_duration_stops_a_repeated_run_and_says_what_was_not_started() {
+    // Each repetition lasts 9 s and more, so a 14 s budget stops the first or the second one.
+    let (code, out, dir) = run_with("budget", "", "", &["--repeat", "3", "--max-duration", "14s"]);
+    assert_eq!(code, Some(3), "{out}");
+    let results: Vec<&str> = out.lines().filter(|l| !l.starts_with(' ') && !l.starts_with("stopped")).collect();
+    assert!((1..=2).contains(&results.len()), "{out}");
+    assert!(results.iter().all(|l| l.starts_with("PASS") || l.starts_with("INCONCLUSIVE")), "{out}");
+    assert!(results.last().unwrap().contains("stopped early: --max-duration 14s reached"), "{out}");
+    let not_started = 3 - results.len();
+    assert!(out.contains(&format!("{not_started} of 3 scenario runs not started")), "{out}");
+    assert_eq!(run_dirs(&dir).len(), results.len(), "a directory per repetition started");
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -59,11 +59,12 @@ class Lease:
         threading.Thread(target=self.renew_loop, daemon=True).start()
 
     def lose(self, reason, checkpoint=None):
+        # Set and announced under the lock: an event emitted under it while not lost comes first.
         with self.lock:
             if self.lost is not None:
                 return
             self.lost = reason
-        emit("ownership_lost", token=self.token, reason=reason, checkpoint=checkpoint)
+            emit("ownership_lost", token=self.token, reason=reason, checkpoint=checkpoint)
 
     def renew_loop(self):
         ttl, every = self.cfg["lease"]["ttl_ms"], self.cfg["lease"]["renew_ms"] / 1000
@@ -120,6 +121,8 @@ class Node:
         self.call = 0
         self.stopped = False
         self.stall = {}
+        self.slow_model_ms = 0
+        self.pending_sync = None
         self.rng = random.Random(cfg["seed"])
 
     def poll(self, block_s=0.0):
@@ -133,6 +136,8 @@ class Node:
             self.stopped = True
         elif kind == "stall_renewal":
             self.stall["ms"] = cmd["ms"]
+        elif kind == "slow_model":
+            self.slow_model_ms = cmd["ms"]
         elif kind == "go":
             return cmd["checkpoint"]
         return None
@@ -161,7 +166,11 @@ class Node:
         call = self.call
         body = json.dumps({"tenant": self.cfg["tenant"], "node": self.cfg["node"], "token": lease.token,
                            "fence": fence, "call": call, "collection": collection, "points": points})
-        emit("store_call_sent", token=lease.token, fence=fence, op=op, call=call)
+        with lease.lock:  # a node that knows it lost starts no store call
+            if lease.lost is not None:
+                raise Lost(lease.lost)
+            emit("store_call_sent", token=lease.token, fence=fence, op=op, call=call)
+        self.hold()
         host, port = self.cfg["store_addr"].rsplit(":", 1)
         path = {"begin_epoch": "epoch", "create_collection": "create", "upsert": "upsert",
                 "switch_alias": "alias", "persist_record": "record", "drop_collection": "drop"}[op]
@@ -183,30 +192,48 @@ class Node:
 
     def checkpoint(self, lease, n):
         p = self.cfg["pipeline"]
+        self.hold()
         if n in p["checkpoints"]:
             try:
                 lease.ensure_owned(n)
             except Lost as lost:
                 emit("checkpoint_failed", token=lease.token, number=n, reason=str(lost))
                 raise
-            emit("checkpoint_passed", token=lease.token, number=n)
+            with lease.lock:  # a loss right after the check makes it a failed check
+                if lease.lost is not None:
+                    emit("checkpoint_failed", token=lease.token, number=n, reason=lease.lost)
+                    raise Lost(lease.lost)
+                emit("checkpoint_passed", token=lease.token, number=n)
         if n in p["sync_points"]:
-            emit("sync_point", token=lease.token, number=n)
-            while not self.stopped and self.poll(0.05) != n:
-                pass
-            if self.stopped:
-                raise RuntimeError("stopped")
+            self.pending_sync = (n, lease.token)
+
+    def hold(self):
+        """Holds at a pending sync point before the step after its checkpoint (after
+        store_call_sent when that step is a store call) until its `go`."""
+        if self.pending_sync is None:
+            return
+        n, token = self.pending_sync
+        self.pending_sync = None
+        emit("sync_point", token=token, number=n)
+        while not self.stopped and self.poll(0.05) != n:
+            pass
+        if self.stopped:
+            raise RuntimeError("stopped")
 
     def round(self, lease):
         p, tenant = self.cfg["pipeline"], self.cfg["tenant"]
         fence = lease.fence
         if self.cfg["fence_source"] == "store":
             fence = self.store(lease, "begin_epoch", 0)["fence"]
+        self.pending_sync = None
         time.sleep(p["prepare_ms"] / 1000)
         self.checkpoint(lease, 1)
         for batch in range(p["batches"]):
-            time.sleep(p["embed_ms"] / 1000)
-            emit("model_call", token=lease.token, batch=batch, ms=p["embed_ms"])
+            self.hold()
+            began = time.monotonic()
+            self.poll()
+            time.sleep((p["embed_ms"] + self.slow_model_ms) / 1000)
+            emit("model_call", token=lease.token, batch=batch, ms=int((time.monotonic() - began) * 1000))
             if batch + 1 < p["batches"]:
                 self.checkpoint(lease, 2)
         self.checkpoint(lease, 3)

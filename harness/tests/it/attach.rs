@@ -1,0 +1,127 @@
+//! `leasequake run --env RUN_ID`: scenarios run in an environment that `leasequake env up` keeps
+//! running, one after another, each judged on its own records; the environment outlives them and
+//! Ctrl-C on `env up` removes it. Bad attachments fail before anything starts, with exit 2.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use leasequake_reports::history::HistoryLine;
+
+const SCENARIO: &str = r#"name = "attached"
+description = "test"
+incident = "A scenario written by the attach integration test, short on purpose."
+duration_s = 8
+
+[nodes]
+count = 2
+
+[lease]
+ttl_ms = 1000
+
+[pipeline]
+embed_ms = 50
+
+[store]
+policy = "enforce"
+fence_source = "store"
+
+[[faults]]
+kind = "partition"
+target = "owner"
+link = "redis"
+mode = "reset"
+at_s = 1
+duration_s = 2
+"#;
+
+fn leasequake(args: &[&str], dir: &std::path::Path) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .args(args)
+        .current_dir(dir)
+        .env("LEASEQUAKE_REDIS_PASSWORD", "only-for-the-unknown-env")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn header(run_dir: &std::path::Path) -> leasequake_reports::history::Header {
+    let text = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+    match serde_json::from_str(text.lines().next().unwrap()).unwrap() {
+        HistoryLine::Header(h) => h,
+        other => panic!("not a header: {other:?}"),
+    }
+}
+
+fn running(run_id: &str) -> usize {
+    let out = Command::new("docker")
+        .args(["ps", "-q", "--filter", &format!("label=io.leasequake.run={run_id}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().count()
+}
+
+#[test]
+fn scenarios_run_one_after_another_in_an_environment_env_up_keeps() {
+    let dir = std::env::temp_dir().join(format!("leasequake-attach-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("attached.toml"), SCENARIO).unwrap();
+    let mut up = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .args(["env", "up", "--nodes", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(up.stdout.take().unwrap());
+    let mut run_id = String::new();
+    for _ in 0..20 {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "env up ended before it was ready");
+        if let Some(rest) = line.strip_prefix("environment ") {
+            run_id = rest.split_whitespace().next().unwrap().to_owned();
+        }
+        if line.starts_with("Ctrl-C") {
+            break;
+        }
+    }
+    assert!(!run_id.is_empty(), "env up printed no run id");
+
+    // Two runs in the same environment, each judged on its own records.
+    let args = ["run", "attached.toml", "--env", &run_id, "--report-dir", "reports"];
+    let (code, out, err) = leasequake(&args, &dir);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let (code, out, err) = leasequake(&args, &dir);
+    assert_eq!(code, Some(0), "the second run in the same environment passes too: {out}\n{err}");
+    assert!(err.contains(&format!("attached to environment {run_id}")), "{err}");
+    let mut runs: Vec<_> = std::fs::read_dir(dir.join("reports")).unwrap().map(|e| e.unwrap().path()).collect();
+    runs.sort();
+    let (first, second) = (header(&runs[0]), header(&runs[1]));
+    assert_eq!(first.run_id, run_id);
+    assert!(second.audit_after > first.audit_after, "the second run starts after the first's audit records");
+    assert_ne!(first.tenant, second.tenant, "each run has a tenant of its own");
+    assert_eq!(running(&run_id), 7, "the environment outlives the runs");
+
+    // Bad attachments: exit 2 before anything starts, naming the problem and the fix.
+    let (code, _, err) = leasequake(&["run", "attached.toml", "--env", "nosuchenv"], &dir);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nosuchenv") && err.contains("Fix:"), "{err}");
+    let wrong = dir.join("wrong-password");
+    std::fs::write(&wrong, "not-the-password").unwrap();
+    let wrong = wrong.display().to_string();
+    let (code, _, err) = leasequake(&["run", "attached.toml", "--env", &run_id, "--redis-password-file", &wrong], &dir);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("password") && !err.contains("not-the-password"), "named, never echoed: {err}");
+
+    // Ctrl-C on env up removes it.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(up.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    assert!(up.wait().unwrap().success());
+    assert_eq!(running(&run_id), 0, "env up removed its environment");
+    std::fs::remove_dir_all(dir).unwrap();
+}
