@@ -524,10 +524,21 @@ fn measure(
         }
     }
     acquired.sort_unstable();
+    let acquired_at: HashMap<&str, u64> = acquired.iter().map(|(at, t, _)| (*t, *at)).collect();
+    // When a newer acquisition (another token) was first reported after each one.
+    let mut superseded_at: HashMap<&str, u64> = HashMap::new();
     for pair in acquired.windows(2) {
         let ((_, old, _), (at, _, _)) = (pair[0], pair[1]);
         loss_at.entry(old).and_modify(|t| *t = (*t).min(at)).or_insert(at);
+        superseded_at.insert(old, at);
     }
+    // The observer's evidence of loss: the key held by another token acquired after this one (an
+    // absent key says nothing: a sample is slower than a release, and the key may be re-taken).
+    let newer_holder = |o: &ObserverSample, token: &str| -> bool {
+        let mine = acquired_at.get(token).copied().unwrap_or(0);
+        o.error.is_none()
+            && o.holder.as_deref().is_some_and(|h| h != token && acquired_at.get(h).is_none_or(|t| *t > mine))
+    };
     let mut masters: Vec<&ObserverSample> =
         observer.iter().copied().filter(|o| o.role.as_deref() == Some("master")).collect();
     masters.sort_by_key(|o| o.at_ns);
@@ -541,7 +552,7 @@ fn measure(
         let mut k = j;
         while k < masters.len() && masters[k].at_ns < until {
             let o = masters[k];
-            if o.error.is_none() && o.holder.as_deref() != Some(*token) {
+            if newer_holder(o, token) {
                 loss_at.entry(token).and_modify(|t| *t = (*t).min(o.at_ns)).or_insert(o.at_ns);
                 break;
             }
@@ -579,7 +590,8 @@ fn measure(
                 && a.reason.as_deref().is_some_and(|r| r.starts_with("stale fence") || r.starts_with("fence anomaly"))
         })
         .count() as u64;
-    // Two pointers: the latest primary sample at or before each accepted write.
+    // An accepted write landed while another owned: it arrived after a newer acquisition was
+    // reported, or the latest primary sample before it shows a newer token holding the key.
     let mut i = 0;
     let mut current: Option<&ObserverSample> = None;
     for a in audit.iter().filter(|a| a.accepted && a.op.is_write()) {
@@ -587,7 +599,8 @@ fn measure(
             current = Some(masters[i]);
             i += 1;
         }
-        if current.is_some_and(|o| o.error.is_none() && o.holder.as_deref() != Some(a.token.as_str())) {
+        let superseded = superseded_at.get(a.token.as_str()).is_some_and(|t| *t < a.mono_ns);
+        if superseded || current.is_some_and(|o| newer_holder(o, &a.token)) {
             m.landed_while_another_owned += 1;
         }
     }

@@ -429,7 +429,13 @@ impl Environment {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Err(docker_err("the environment did not become ready", format!("after {limit:?}: {last}")))
+        Err(HarnessError::Environment {
+            detail: format!(
+                "it did not become ready within {limit:?}: {last}. Fix: check the machine's load (parallel runs \
+                 and builds slow start-up; `leasequake env up` shows whether one environment starts here); \
+                 `leasequake doctor` checks the rest"
+            ),
+        })
     }
 
     /// Why the environment is not ready, or `None` when it is.
@@ -552,6 +558,25 @@ impl Environment {
         } else {
             leasequake_reports::history::StorePolicy::Enforce
         })
+    }
+
+    /// Writes every container's log (stdout and stderr) to `dir/<role>.log`; best effort, bounded
+    /// to the last 20 000 lines each. Redis, Sentinel, proxy and store never log the password.
+    pub async fn save_logs(&self, dir: &std::path::Path) {
+        use testcontainers::bollard::query_parameters::LogsOptionsBuilder;
+        let _ = std::fs::create_dir_all(dir);
+        for (role, id) in &self.containers {
+            let opts = LogsOptionsBuilder::new().stdout(true).stderr(true).tail("20000").build();
+            let mut stream = self.docker.logs(id, Some(opts));
+            let mut text = Vec::new();
+            let read = async {
+                while let Some(Ok(chunk)) = stream.next().await {
+                    text.extend_from_slice(&chunk.into_bytes());
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(5), read).await;
+            let _ = std::fs::write(dir.join(format!("{role}.log")), &text);
+        }
     }
 
     /// Whether this environment was attached to (and outlives the run).

@@ -13,6 +13,7 @@
 //! node         the reference node: the tenant sync job behind the node protocol
 //! supervisor   node processes: process groups, protocol lines, receipt stamps, signals
 //! progress     what a person sees while a scenario runs (live line, or plain lines)
+//! report       the suite's report directory: summary.json, junit.xml, summary.md, report.html
 //! run          the runner: one scenario in a fresh environment, to a history and a verdict
 //! runlog       the run directory's harness.log (tracing, per run)
 //! scenario     scenario files: parsed, validated, errors with file, line and field
@@ -36,6 +37,7 @@ pub mod image;
 pub mod local_redis;
 pub mod node;
 pub mod progress;
+pub mod report;
 pub mod run;
 pub mod runlog;
 pub mod scenario;

@@ -216,11 +216,11 @@ fn attach_password(run_id: &str, file: Option<&std::path::Path>) -> anyhow::Resu
 /// `leasequake run`: every scenario (times `repeat`), one line each, the exit code of the whole.
 async fn run_scenarios(
     paths: &[std::path::PathBuf],
+    report_dir: &std::path::Path,
     opts: &leasequake::run::RunOptions,
     repeat: u32,
     max_duration: Option<Duration>,
 ) -> anyhow::Result<ExitCode> {
-    use leasequake_reports::{PropertyStatus, Verdict};
     let files = leasequake::scenario::discover(paths);
     let mut scenarios = Vec::new();
     for f in &files {
@@ -262,7 +262,7 @@ async fn run_scenarios(
         });
     }
     let total = scenarios.len() * repeat as usize;
-    let mut overall = Verdict::Pass;
+    let mut suite = leasequake::report::SuiteDir::create(report_dir)?;
     let mut done = 0;
     'all: for (file, sc) in &scenarios {
         for k in 0..repeat {
@@ -278,42 +278,92 @@ async fn run_scenarios(
             opts.progress.scenario(&label, sc.faults.len());
             let ticker = tokio_util::sync::CancellationToken::new();
             let tick = tokio::spawn(opts.progress.clone().tick(ticker.clone()));
-            let outcome = leasequake::run::run(sc, opts, &interrupt).await;
+            let seed = leasequake::run::seed_for(sc, opts);
+            let dir = suite.next_run_dir(&sc.name);
+            let began = std::time::Instant::now();
+            let outcome = leasequake::run::run(sc, seed, &dir, opts, &interrupt).await;
             ticker.cancel();
             let _ = tick.await;
             opts.progress.clear();
-            let verdict = match outcome {
+            let _ = std::fs::copy(file, dir.join("scenario.toml"));
+            let env = opts.attach.as_ref().map(|a| format!(" --env {}", a.run_id)).unwrap_or_default();
+            let node_cmd =
+                opts.node_cmd.as_ref().map(|c| format!(" --node-cmd \"{}\"", c.join(" "))).unwrap_or_default();
+            let mut run = leasequake_reports::suite::ScenarioRun {
+                name: sc.name.clone(),
+                file: file.display().to_string(),
+                description: sc.description.clone(),
+                seed,
+                dir: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                took_s: began.elapsed().as_secs_f64(),
+                config: scenario_config(sc, opts),
+                expected: sc.expected_failure(),
+                result: None,
+                error: None,
+                repro: format!("leasequake run {} --seed {seed}{env}{node_cmd}", file.display()),
+            };
+            let versions = match outcome {
                 Ok(out) => {
-                    let r = &out.result;
-                    let finding = r
-                        .properties
-                        .iter()
-                        .find(|p| p.status == PropertyStatus::Violated)
-                        .map(|p| format!("{}: {}", p.name, p.sentence))
-                        .or_else(|| r.inconclusive.first().cloned())
-                        .unwrap_or_else(|| "every property held".into());
-                    let v = name(serde_json::to_value(r.verdict)?).to_uppercase();
-                    println!("{v:<13} {:<32} seed {:<20} {finding}  [{}]", sc.name, out.seed, out.dir.display());
-                    if r.verdict != Verdict::Pass {
-                        let env = opts.attach.as_ref().map(|a| format!(" --env {}", a.run_id)).unwrap_or_default();
-                        println!("  repro: leasequake run {} --seed {}{env}", file.display(), out.seed);
-                    }
-                    r.verdict
+                    run.result = Some(out.result);
+                    out.versions
                 }
                 Err(e) => {
-                    println!("INCONCLUSIVE  {:<32} {e}", sc.name);
-                    Verdict::Inconclusive
+                    run.error = Some(e.to_string());
+                    Default::default()
                 }
             };
-            overall = overall.combine(verdict);
+            println!(
+                "{:<13} {:<32} seed {:<20} {}  [{}]",
+                run.shown().label(),
+                sc.name,
+                seed,
+                run.finding(),
+                dir.display()
+            );
+            if run.verdict() != leasequake_reports::Verdict::Pass {
+                println!("  repro: {}", run.repro);
+            }
+            suite.add(run, &versions);
         }
     }
-    if let Some(reason) = interrupt.reason() {
+    let stopped = interrupt.reason().map(|reason| {
         let skipped = total - done;
         println!("stopped: {reason}; {skipped} of {total} scenario runs not started");
-        overall = overall.combine(Verdict::Inconclusive);
+        reason
+    });
+    let page = suite.finish(stopped)?;
+    println!("report: {}", page.display());
+    Ok(ExitCode::from(u8::try_from(suite_verdict(&page)?.exit_code()).unwrap_or(3)))
+}
+
+/// The verdict the suite's summary.json records (what was written is what the exit code says).
+fn suite_verdict(page: &std::path::Path) -> anyhow::Result<leasequake_reports::Verdict> {
+    let summary = page.with_file_name("summary.json");
+    let suite: leasequake_reports::suite::Suite = serde_json::from_slice(&std::fs::read(&summary)?)?;
+    Ok(suite.verdict)
+}
+
+/// The scenario's configuration as run, for summary.json.
+fn scenario_config(
+    s: &leasequake::scenario::Scenario,
+    opts: &leasequake::run::RunOptions,
+) -> std::collections::BTreeMap<String, String> {
+    let mut c = std::collections::BTreeMap::new();
+    c.insert("nodes".into(), s.nodes.count.to_string());
+    c.insert("ttl_ms".into(), s.lease.ttl_ms.to_string());
+    c.insert("renew_ms".into(), s.renew_ms().to_string());
+    c.insert("acquire_wait_ms".into(), s.acquire_wait_ms().to_string());
+    c.insert("checkpoints".into(), format!("{:?}", s.pipeline.checkpoints));
+    c.insert("store_policy".into(), format!("{:?}", s.store.policy).to_lowercase());
+    c.insert("fence_source".into(), format!("{:?}", s.store.fence_source).to_lowercase());
+    c.insert("duration_s".into(), s.duration_s.to_string());
+    c.insert("faults".into(), s.faults.iter().map(|f| f.kind.name()).collect::<Vec<_>>().join(","));
+    let cmd = opts.node_cmd.as_ref().or(s.nodes.command.as_ref()).map_or("reference node".into(), |c| c.join(" "));
+    c.insert("node_command".into(), cmd);
+    if let Some(a) = &opts.attach {
+        c.insert("environment".into(), format!("attached: {}", a.run_id));
     }
-    Ok(ExitCode::from(u8::try_from(overall.exit_code()).unwrap_or(3)))
+    c
 }
 
 /// The snake_case name serde gives a value (a verdict, a status).
@@ -434,12 +484,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             };
             let opts = leasequake::run::RunOptions {
                 seed,
-                report_dir,
                 node_cmd: node_cmd.map(|c| c.split_whitespace().map(str::to_owned).collect()),
                 attach,
                 progress: leasequake::progress::Progress::stderr(),
             };
-            run_scenarios(&paths, &opts, repeat, max_duration).await
+            run_scenarios(&paths, &report_dir, &opts, repeat, max_duration).await
         }
         Command::List { paths } => {
             let paths = if paths.is_empty() { vec![std::path::PathBuf::from("scenarios")] } else { paths };

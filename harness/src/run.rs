@@ -37,8 +37,6 @@ use crate::supervisor::{NodeProcess, Received};
 pub struct RunOptions {
     /// Overrides the scenario's seed.
     pub seed: Option<u64>,
-    /// Where run directories go.
-    pub report_dir: PathBuf,
     /// Overrides the scenario's node command (program and arguments).
     pub node_cmd: Option<Vec<String>>,
     /// Run in this already-running environment instead of a fresh one.
@@ -108,6 +106,8 @@ pub struct RunOutcome {
     pub result: CheckResult,
     /// The seed used.
     pub seed: u64,
+    /// Versions seen (Redis, Docker engine).
+    pub versions: BTreeMap<String, String>,
 }
 
 type Lines = Arc<Mutex<Vec<HistoryLine>>>;
@@ -120,13 +120,25 @@ fn env_err(detail: String) -> HarnessError {
     HarnessError::Environment { detail }
 }
 
-/// Runs `s` and writes its run directory under `opts.report_dir`.
-pub async fn run(s: &Scenario, opts: &RunOptions, interrupt: &Interrupt) -> Result<RunOutcome, HarnessError> {
-    let seed = opts.seed.or(s.seed).unwrap_or_else(rand::random);
+/// The seed a run of `s` uses: the option's, else the file's, else a fresh random one.
+#[must_use]
+pub fn seed_for(s: &Scenario, opts: &RunOptions) -> u64 {
+    opts.seed.or(s.seed).unwrap_or_else(rand::random)
+}
+
+/// Runs `s` with `seed` and writes its run directory `dir` (history.jsonl, verdicts.json,
+/// harness.log, logs/ of every container and node).
+pub async fn run(
+    s: &Scenario,
+    seed: u64,
+    dir: &Path,
+    opts: &RunOptions,
+    interrupt: &Interrupt,
+) -> Result<RunOutcome, HarnessError> {
     let span = tracing::info_span!("run", scenario = %s.name, seed);
     async move {
-        let dir = opts.report_dir.join(format!("{}-{}", s.name, mono_ns()));
-        std::fs::create_dir_all(&dir)
+        let dir = dir.to_path_buf();
+        std::fs::create_dir_all(dir.join("logs"))
             .map_err(|e| HarnessError::History { path: dir.clone(), detail: e.to_string() })?;
         let _log = crate::runlog::start(&dir.join("harness.log"));
         info!(dir = %dir.display(), "run started");
@@ -174,11 +186,22 @@ pub async fn run(s: &Scenario, opts: &RunOptions, interrupt: &Interrupt) -> Resu
         };
         info!(run_id = %env.run_id, "environment ready");
         let result = drive(s, seed, &env, &dir, opts, interrupt).await;
+        opts.progress.phase("saving the container logs");
+        env.save_logs(&dir.join("logs")).await;
+        let mut versions = BTreeMap::new();
+        if let Ok(info) = env.redis_cli("redis-primary", &["INFO", "server"]).await {
+            if let Some(v) = info.lines().find_map(|l| l.strip_prefix("redis_version:")) {
+                versions.insert("redis".to_owned(), v.trim().to_owned());
+            }
+        }
+        if let Ok(v) = env.docker().version().await {
+            versions.insert("docker".to_owned(), v.version.unwrap_or_default());
+        }
         opts.progress.phase("removing the environment");
         let down = env.down().await;
         let result = result?;
         down?;
-        Ok(RunOutcome { dir, result, seed })
+        Ok(RunOutcome { dir, result, seed, versions })
     }
     .instrument(span)
     .await
@@ -244,7 +267,7 @@ impl Ctx<'_> {
     }
 
     fn spawn(&self, i: u32, incarnation: u64) -> Result<NodeProcess, HarnessError> {
-        let log = self.dir.join(format!("n{i}.stderr.log"));
+        let log = self.dir.join("logs").join(format!("n{i}.stderr.log"));
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(log).map_or(Stdio::null(), Stdio::from);
         let n = NodeProcess::spawn(&self.command, self.node_config(i, incarnation), self.tx.clone(), stderr)?;
         n.send(NodeCommand::Start)?;
@@ -382,9 +405,11 @@ async fn drive(
             // Bounded by the run (stop).
             while !stop.is_cancelled() {
                 for instance in ["redis-primary", "redis-replica"] {
+                    // Stamped when the GET has answered: the holder was seen at or before then.
+                    let holder = env.redis_cli(instance, &["GET", &key]).await;
                     let at_ns = mono_ns();
                     let sample = match (
-                        env.redis_cli(instance, &["GET", &key]).await,
+                        holder,
                         env.redis_cli(instance, &["PTTL", &key]).await,
                         env.redis_cli(instance, &["ROLE"]).await,
                     ) {

@@ -56,6 +56,13 @@ fn header(run_dir: &std::path::Path) -> leasequake_reports::history::Header {
     }
 }
 
+fn walk_has(dir: &std::path::Path, name: &str) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|e| {
+        let p = e.unwrap().path();
+        p.file_name().is_some_and(|n| n == name) || (p.is_dir() && !p.is_symlink() && walk_has(&p, name))
+    })
+}
+
 fn running(run_id: &str) -> usize {
     let out = Command::new("docker")
         .args(["ps", "-q", "--filter", &format!("label=io.leasequake.run={run_id}")])
@@ -96,13 +103,51 @@ fn scenarios_run_one_after_another_in_an_environment_env_up_keeps() {
     let (code, out, err) = leasequake(&args, &dir);
     assert_eq!(code, Some(0), "the second run in the same environment passes too: {out}\n{err}");
     assert!(err.contains(&format!("attached to environment {run_id}")), "{err}");
-    let mut runs: Vec<_> = std::fs::read_dir(dir.join("reports")).unwrap().map(|e| e.unwrap().path()).collect();
-    runs.sort();
+    // One suite directory per `leasequake run`, one run directory in each.
+    let mut suites: Vec<_> = std::fs::read_dir(dir.join("reports"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.ends_with("latest"))
+        .collect();
+    suites.sort();
+    let runs: Vec<_> = suites
+        .iter()
+        .map(|s| std::fs::read_dir(s).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap())
+        .collect();
     let (first, second) = (header(&runs[0]), header(&runs[1]));
     assert_eq!(first.run_id, run_id);
     assert!(second.audit_after > first.audit_after, "the second run starts after the first's audit records");
     assert_ne!(first.tenant, second.tenant, "each run has a tenant of its own");
     assert_eq!(running(&run_id), 7, "the environment outlives the runs");
+
+    // No file the runs wrote holds the Redis password: histories, verdicts, harness logs, node
+    // stderr (which saw connection resets), container logs, the reports.
+    let password = std::fs::read_to_string(leasequake::env::password_file(&run_id)).unwrap();
+    assert!(password.trim().len() >= 16);
+    let mut stack = vec![dir.join("reports")];
+    let mut files = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_symlink() {
+                continue;
+            } else if p.is_dir() {
+                stack.push(p);
+            } else {
+                files += 1;
+                let bytes = std::fs::read(&p).unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(password.trim()),
+                    "{} holds the Redis password",
+                    p.display()
+                );
+            }
+        }
+    }
+    for must in ["report.html", "junit.xml", "summary.json", "summary.md", "redis-primary.log", "n1.stderr.log"] {
+        assert!(walk_has(&dir.join("reports"), must), "no {must} was written");
+    }
+    assert!(files > 20, "{files} files searched");
 
     // Bad attachments: exit 2 before anything starts, naming the problem and the fix.
     let (code, _, err) = leasequake(&["run", "attached.toml", "--env", "nosuchenv"], &dir);

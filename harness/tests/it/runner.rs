@@ -53,9 +53,11 @@ fn run(name: &str, top: &str, tail: &str) -> (Option<i32>, String, std::path::Pa
     run_with(name, top, tail, &[])
 }
 
-/// The run directories under `dir/reports`, oldest first.
+/// The run directories of the latest suite under `dir/reports`, in run order.
 fn run_dirs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut dirs: Vec<_> = std::fs::read_dir(dir.join("reports")).unwrap().map(|e| e.unwrap().path()).collect();
+    let suite = dir.join("reports").join("latest");
+    let mut dirs: Vec<_> =
+        std::fs::read_dir(suite).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     dirs.sort();
     dirs
 }
@@ -79,7 +81,7 @@ fn a_clean_run_passes_with_exit_0_and_leaves_a_history_and_verdicts() {
     let (code, out, dir) = run("clean", "", "");
     assert_eq!(code, Some(0), "{out}");
     assert!(out.starts_with("PASS"), "{out}");
-    let run_dir = std::fs::read_dir(dir.join("reports")).unwrap().next().unwrap().unwrap().path();
+    let run_dir = run_dirs(&dir).pop().unwrap();
     assert!(run_dir.join("history.jsonl").is_file() && run_dir.join("verdicts.json").is_file());
     let verdicts: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run_dir.join("verdicts.json")).unwrap()).unwrap();
@@ -240,7 +242,8 @@ fn max_duration_stops_a_repeated_run_and_says_what_was_not_started() {
     // Each repetition lasts 9 s and more, so a 14 s budget stops the first or the second one.
     let (code, out, dir) = run_with("budget", "", "", &["--repeat", "3", "--max-duration", "14s"]);
     assert_eq!(code, Some(3), "{out}");
-    let results: Vec<&str> = out.lines().filter(|l| !l.starts_with(' ') && !l.starts_with("stopped")).collect();
+    let results: Vec<&str> =
+        out.lines().filter(|l| !l.starts_with(' ') && !l.starts_with("stopped") && !l.starts_with("report:")).collect();
     assert!((1..=2).contains(&results.len()), "{out}");
     assert!(results.iter().all(|l| l.starts_with("PASS") || l.starts_with("INCONCLUSIVE")), "{out}");
     assert!(results.last().unwrap().contains("stopped early: --max-duration 14s reached"), "{out}");

@@ -1,0 +1,147 @@
+//! The suite's report directory: one directory per `leasequake run` (named by its UTC start), a
+//! run directory per scenario inside it, and the renderers' files beside them (summary.json,
+//! junit.xml, summary.md, report.html), each written atomically; `latest` points at the newest.
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use leasequake_reports::history::HistoryLine;
+use leasequake_reports::suite::{ScenarioRun, Suite, SUMMARY_SCHEMA};
+use leasequake_reports::Verdict;
+
+use crate::error::HarnessError;
+use crate::history::write_atomically;
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time (civil-from-days, proleptic Gregorian).
+#[must_use]
+pub fn utc(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+/// A suite being run: its directory and the scenario runs so far.
+#[derive(Debug)]
+pub struct SuiteDir {
+    root: PathBuf,
+    dir: PathBuf,
+    started: Instant,
+    suite: Suite,
+}
+
+impl SuiteDir {
+    /// Creates `report_dir/<UTC start>`.
+    pub fn create(report_dir: &Path) -> Result<Self, HarnessError> {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let started_utc = utc(now);
+        let mut name = started_utc.replace([':', '-'], "").replace('T', "-").trim_end_matches('Z').to_owned();
+        if report_dir.join(&name).exists() {
+            name = format!("{name}-{}", std::process::id());
+        }
+        let dir = report_dir.join(&name);
+        std::fs::create_dir_all(&dir).map_err(|e| HarnessError::History {
+            path: dir.clone(),
+            detail: format!("cannot create the report directory: {e} (choose another with --report-dir)"),
+        })?;
+        let mut versions = std::collections::BTreeMap::new();
+        versions.insert("leasequake".to_owned(), env!("CARGO_PKG_VERSION").to_owned());
+        if let Some(commit) = git_commit() {
+            versions.insert("commit".to_owned(), commit);
+        }
+        let suite = Suite {
+            schema: SUMMARY_SCHEMA,
+            started_utc,
+            took_s: 0.0,
+            versions,
+            verdict: Verdict::Pass,
+            stopped: None,
+            scenarios: Vec::new(),
+        };
+        Ok(Self { root: report_dir.to_path_buf(), dir, started: Instant::now(), suite })
+    }
+
+    /// The suite directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The directory for the next scenario run (`NN-name`).
+    #[must_use]
+    pub fn next_run_dir(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{:02}-{name}", self.suite.scenarios.len() + 1))
+    }
+
+    /// Records a finished scenario run; `versions` seen by the run join the suite's.
+    pub fn add(&mut self, run: ScenarioRun, versions: &std::collections::BTreeMap<String, String>) {
+        for (k, v) in versions {
+            self.suite.versions.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        self.suite.verdict = self.suite.verdict.combine(run.verdict());
+        self.suite.scenarios.push(run);
+    }
+
+    /// Writes summary.json, junit.xml, summary.md and report.html, and points `latest` here.
+    /// Returns the report page.
+    pub fn finish(&mut self, stopped: Option<String>) -> Result<PathBuf, HarnessError> {
+        self.suite.took_s = self.started.elapsed().as_secs_f64();
+        if stopped.is_some() {
+            self.suite.verdict = self.suite.verdict.combine(Verdict::Inconclusive);
+        }
+        self.suite.stopped = stopped;
+        let json = serde_json::to_vec_pretty(&self.suite)
+            .map_err(|e| HarnessError::History { path: self.dir.clone(), detail: e.to_string() })?;
+        write_atomically(&self.dir.join("summary.json"), &json)?;
+        write_atomically(&self.dir.join("junit.xml"), leasequake_reports::junit::render(&self.suite).as_bytes())?;
+        write_atomically(&self.dir.join("summary.md"), leasequake_reports::markdown::render(&self.suite).as_bytes())?;
+        let histories: Vec<Option<Vec<HistoryLine>>> = self
+            .suite
+            .scenarios
+            .iter()
+            .map(|r| {
+                let path = self.dir.join(&r.dir).join(crate::history::HISTORY_FILE);
+                (!r.dir.is_empty()).then(|| crate::history::read(&path).ok().map(|(lines, _)| lines)).flatten()
+            })
+            .collect();
+        let page = self.dir.join("report.html");
+        write_atomically(&page, leasequake_reports::html::render(&self.suite, &histories).as_bytes())?;
+        self.link_latest();
+        Ok(page)
+    }
+
+    /// `report_dir/latest` -> this suite (replaced atomically; best effort where symlinks fail).
+    fn link_latest(&self) {
+        let Some(name) = self.dir.file_name() else { return };
+        let tmp = self.root.join(format!(".latest-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        if std::os::unix::fs::symlink(name, &tmp).is_ok() {
+            let _ = std::fs::rename(&tmp, self.root.join("latest"));
+        }
+    }
+}
+
+fn git_commit() -> Option<String> {
+    let out = std::process::Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()).filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc;
+
+    #[test]
+    fn utc_dates_are_civil_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_796_256_000 + 3661), "2026-12-03T01:01:01Z");
+    }
+}

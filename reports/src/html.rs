@@ -1,0 +1,624 @@
+//! `report.html`: one self-contained page (no script, no network, no server) with the suite's
+//! index (failures first) and, per scenario, a timeline on one time axis: fault windows shaded
+//! across every lane, who holds the key on each Redis instance (the observer), and per node what it
+//! believed (its ownership intervals, its loss) and what it did (checkpoints, store writes coloured
+//! accepted / rejected / violating). Hovering any mark shows its event (SVG titles). Long
+//! histories are aggregated per pixel column, so a page stays light whatever the run's length.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write;
+
+use crate::history::{EventKind, FaultPhase, HistoryLine};
+use crate::junit::xml as esc;
+use crate::suite::{ScenarioRun, Shown, Suite};
+use crate::PropertyStatus;
+
+const LEFT: f64 = 150.0;
+const WIDTH: f64 = 1000.0;
+const LANE: f64 = 22.0;
+const PALETTE: [&str; 8] = ["#3b6fd4", "#e07b1a", "#2e9e5b", "#9c4dc4", "#c9a227", "#1aa3b5", "#b5483a", "#6b7b8c"];
+
+const STYLE: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2330;max-width:1260px}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:17px;margin:36px 0 6px;padding-top:10px;border-top:1px solid #dde2ea}
+h3{font-size:14px;margin:18px 0 6px}
+.meta{color:#5b6472} table{border-collapse:collapse;margin:6px 0 12px} td,th{padding:3px 10px;border-bottom:1px solid #e6e9ef;text-align:left;vertical-align:top}
+th{font-weight:600;color:#3b4250} .num{text-align:right;font-variant-numeric:tabular-nums}
+.b{display:inline-block;min-width:92px;text-align:center;padding:1px 6px;border-radius:4px;font-weight:700;font-size:12px;color:#fff}
+.FAIL{background:#c62828}.INCONCLUSIVE{background:#8d6e00}.XFAIL{background:#6a4fb3}.PASS{background:#2e7d32}
+.counts span{margin-right:14px} pre{background:#f4f6f9;padding:8px 10px;overflow-x:auto;font-size:12px;border-radius:4px}
+.viol{border-left:4px solid #c62828;padding:4px 12px;margin:10px 0;background:#fff5f5}
+.held{color:#2e7d32}.violated{color:#c62828;font-weight:700}.inconclusive{color:#8d6e00}.not_applicable{color:#7a8290}
+svg text{font:11px system-ui,sans-serif} .legend span{margin-right:14px;white-space:nowrap} .sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px}
+"#;
+
+/// One mark column: a pixel bucket in a lane.
+#[derive(Default)]
+struct Marks {
+    /// (lane, x pixel, class) -> (count, first title).
+    cells: BTreeMap<(usize, i64, &'static str), (u64, String)>,
+}
+
+impl Marks {
+    fn add(&mut self, lane: usize, x: f64, class: &'static str, title: impl FnOnce() -> String) {
+        let e = self.cells.entry((lane, x.round() as i64, class)).or_insert_with(|| (0, title()));
+        e.0 += 1;
+    }
+}
+
+fn status_word(s: PropertyStatus) -> &'static str {
+    match s {
+        PropertyStatus::Held => "held",
+        PropertyStatus::Violated => "violated",
+        PropertyStatus::NotApplicable => "not_applicable",
+        PropertyStatus::Inconclusive => "inconclusive",
+    }
+}
+
+/// Renders the whole report; `histories[i]` is scenario `i`'s history, when it could be read.
+#[must_use]
+pub fn render(suite: &Suite, histories: &[Option<Vec<HistoryLine>>]) -> String {
+    let mut o = String::with_capacity(64 * 1024);
+    let _ = write!(o, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>leasequake: {:?}</title><style>{STYLE}</style></head><body>", suite.verdict);
+    let versions: Vec<String> = suite.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = write!(
+        o,
+        "<h1>leasequake · {} · {} scenario runs</h1><div class=\"meta\">{}</div>",
+        esc(&suite.started_utc),
+        suite.scenarios.len(),
+        esc(&versions.join(" · "))
+    );
+    let _ = write!(o, "<p class=\"counts\">");
+    for s in [Shown::Fail, Shown::Inconclusive, Shown::ExpectedFail, Shown::Pass] {
+        let _ = write!(o, "<span><span class=\"b {0}\">{0}</span> {1}</span>", s.label(), suite.count(s));
+    }
+    let _ = write!(o, "<span>total {:.0} s</span></p>", suite.took_s);
+    if let Some(why) = &suite.stopped {
+        let _ = write!(o, "<p class=\"viol\"><b>Stopped early:</b> {}</p>", esc(why));
+    }
+    o.push_str("<table><tr><th>scenario</th><th>verdict</th><th class=\"num\">time</th><th>finding</th></tr>");
+    for i in suite.order() {
+        let r = &suite.scenarios[i];
+        let _ = write!(
+            o,
+            "<tr><td><a href=\"#s{i}\">{}</a></td><td><span class=\"b {1}\">{1}</span></td><td class=\"num\">{2:.0} s</td><td>{3}</td></tr>",
+            esc(&r.name),
+            r.shown().label(),
+            r.took_s,
+            esc(&r.finding())
+        );
+    }
+    o.push_str("</table>");
+    for i in suite.order() {
+        scenario(&mut o, i, &suite.scenarios[i], histories.get(i).and_then(Option::as_ref));
+    }
+    o.push_str("</body></html>\n");
+    o
+}
+
+fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<HistoryLine>>) {
+    let _ = write!(
+        o,
+        "<h2 id=\"s{i}\"><span class=\"b {0}\">{0}</span> {1}</h2><div class=\"meta\">{2} · seed {3} · {4:.0} s · <a href=\"{5}/history.jsonl\">history.jsonl</a> · <a href=\"{5}/verdicts.json\">verdicts.json</a> · <a href=\"{5}/harness.log\">harness.log</a> · <a href=\"{5}/logs/\">container and node logs</a> · <a href=\"{5}/scenario.toml\">scenario as run</a></div>",
+        r.shown().label(),
+        esc(&r.name),
+        esc(&r.description),
+        r.seed,
+        r.took_s,
+        esc(&r.dir)
+    );
+    let _ = write!(o, "<p><b>{}</b></p>", esc(&r.finding()));
+    if let Some(e) = &r.expected {
+        let _ = write!(o, "<p class=\"meta\">Expected to violate <b>{}</b>: {}</p>", esc(&e.property), esc(&e.why));
+    }
+    let _ = write!(o, "<pre>{}</pre>", esc(&r.repro));
+    if let Some(err) = &r.error {
+        let _ = write!(o, "<p class=\"viol\">The run could not finish: {}</p>", esc(err));
+    }
+    let evidence_seqs: BTreeSet<u64> = r
+        .result
+        .iter()
+        .flat_map(|res| res.properties.iter())
+        .filter(|p| p.status == PropertyStatus::Violated)
+        .flat_map(|p| p.violations.iter())
+        .flat_map(|v| v.evidence.iter().filter_map(|e| e.seq))
+        .collect();
+    if let Some(h) = history {
+        timeline(o, i, r, h, &evidence_seqs);
+    } else {
+        o.push_str("<p class=\"meta\">No history to draw.</p>");
+    }
+    let Some(res) = &r.result else { return };
+    o.push_str("<h3>Properties</h3><table>");
+    for p in &res.properties {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td class=\"{1}\">{1}</td><td>{2}</td></tr>",
+            esc(&p.name),
+            status_word(p.status),
+            esc(&p.sentence)
+        );
+    }
+    o.push_str("</table>");
+    for why in &res.inconclusive {
+        let _ = write!(o, "<p class=\"inconclusive\">Inconclusive: {}</p>", esc(why));
+    }
+    let mut v_index = 0;
+    for p in res.properties.iter().filter(|p| p.status == PropertyStatus::Violated) {
+        for v in &p.violations {
+            let _ = write!(
+                o,
+                "<div class=\"viol\" id=\"v{i}-{v_index}\"><b>{}</b>: {}<br><span class=\"meta\">faults in effect: {}</span><table><tr><th>evidence</th><th>node</th><th>token</th><th class=\"num\">fence</th><th class=\"num\">seq</th><th>what</th></tr>",
+                esc(&p.name),
+                esc(&v.summary),
+                esc(&if v.faults_active.is_empty() { "none".to_owned() } else { v.faults_active.join(", ") })
+            );
+            for e in &v.evidence {
+                let _ = write!(
+                    o,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+                    esc(&e.label),
+                    esc(&e.node),
+                    esc(&e.token),
+                    e.fence,
+                    e.seq.map(|s| s.to_string()).unwrap_or_default(),
+                    esc(&e.what)
+                );
+            }
+            o.push_str("</table>");
+            if let Some(h) = history {
+                let excerpt = excerpt(h, v.evidence.iter().filter_map(|e| e.seq).collect(), &v.evidence);
+                if !excerpt.is_empty() {
+                    let _ = write!(o, "<div class=\"meta\">From the history:</div><pre>{}</pre>", esc(&excerpt));
+                }
+            }
+            o.push_str("</div>");
+            v_index += 1;
+        }
+        if p.violation_count > p.violations.len() as u64 {
+            let _ = write!(
+                o,
+                "<p class=\"meta\">{} more violations of {} are in verdicts.json's count; the first {} are shown.</p>",
+                p.violation_count - p.violations.len() as u64,
+                esc(&p.name),
+                p.violations.len()
+            );
+        }
+    }
+    if !res.metrics.nodes.is_empty() {
+        o.push_str("<h3>Work and loss, per node</h3><table><tr><th>node</th><th class=\"num\">syncs</th><th class=\"num\">rounds lost</th><th class=\"num\">other aborts</th><th class=\"num\">model calls after loss</th><th class=\"num\">store calls after loss</th><th class=\"num\">ms wasted</th><th class=\"num\">loss to stop, max ms</th></tr>");
+        for (n, m) in &res.metrics.nodes {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                esc(n),
+                m.syncs,
+                m.lost_rounds,
+                m.other_aborts,
+                m.wasted_model_calls,
+                m.wasted_store_calls,
+                m.wasted_ms,
+                m.loss_to_last_action_ms_max
+            );
+        }
+        let _ = write!(
+            o,
+            "</table><p class=\"meta\">Writes rejected by fencing: {} · writes that landed while another node owned the lease: {}</p>",
+            res.metrics.fenced_rejections, res.metrics.landed_while_another_owned
+        );
+    }
+    if let Some(h) = history {
+        faults_table(o, h);
+    }
+}
+
+/// The audit lines named by the evidence, and each evidence node's lines just before it.
+fn excerpt(h: &[HistoryLine], seqs: BTreeSet<u64>, evidence: &[crate::Evidence]) -> String {
+    let mut out = Vec::new();
+    for e in evidence {
+        let before: Vec<&HistoryLine> = h
+            .iter()
+            .filter(|l| matches!(l, HistoryLine::Node { node, received_ns, .. } if *node == e.node && *received_ns <= e.at_ns.max(1)))
+            .collect();
+        for l in before.iter().rev().take(3).rev() {
+            out.push(serde_json::to_string(l).unwrap_or_default());
+        }
+    }
+    for l in h {
+        if let HistoryLine::Audit(a) = l {
+            if seqs.contains(&a.seq) {
+                out.push(serde_json::to_string(l).unwrap_or_default());
+            }
+        }
+    }
+    out.dedup();
+    out.join("\n")
+}
+
+fn faults_table(o: &mut String, h: &[HistoryLine]) {
+    let t0 = start_ns(h);
+    type Phases = Vec<(FaultPhase, u64, String)>;
+    let mut rows: BTreeMap<u64, (String, String, Phases)> = BTreeMap::new();
+    for l in h {
+        if let HistoryLine::Fault(f) = l {
+            rows.entry(f.id).or_insert_with(|| (f.fault.clone(), f.target.clone(), vec![])).2.push((
+                f.phase,
+                f.at_ns,
+                f.detail.clone(),
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    o.push_str("<h3>Faults as executed</h3><table><tr><th>#</th><th>fault</th><th>target</th><th>phases (s from start)</th><th>what the probe saw</th></tr>");
+    for (id, (fault, target, phases)) in rows {
+        let times: Vec<String> = phases
+            .iter()
+            .map(|(p, at, _)| format!("{p:?} {:.2}", at.saturating_sub(t0) as f64 / 1e9).to_lowercase())
+            .collect();
+        let details: Vec<&str> = phases.iter().map(|(_, _, d)| d.as_str()).filter(|d| !d.is_empty()).collect();
+        let _ = write!(
+            o,
+            "<tr><td>{id}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&fault),
+            esc(&target),
+            esc(&times.join(" · ")),
+            esc(&details.join(" · "))
+        );
+    }
+    o.push_str("</table>");
+}
+
+fn start_ns(h: &[HistoryLine]) -> u64 {
+    h.iter()
+        .find_map(|l| match l {
+            HistoryLine::Header(hd) => Some(hd.started_ns),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+fn node_colour(node: &str) -> &'static str {
+    let n: usize = node.trim_start_matches('n').parse().unwrap_or(0);
+    PALETTE[n.saturating_sub(1) % PALETTE.len()]
+}
+
+/// The node a token belongs to (`n2/1/...` -> `n2`).
+fn token_node(token: &str) -> &str {
+    token.split('/').next().unwrap_or(token)
+}
+
+#[allow(clippy::too_many_lines)]
+fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violating: &BTreeSet<u64>) {
+    let t0 = start_ns(h);
+    let end = h
+        .iter()
+        .map(|l| match l {
+            HistoryLine::Snapshot(s) => s.ended_ns,
+            HistoryLine::Node { received_ns, .. } => *received_ns,
+            HistoryLine::Audit(a) => a.mono_ns,
+            HistoryLine::Observer(s) => s.at_ns,
+            HistoryLine::Fault(f) => f.at_ns,
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(t0)
+        .max(t0 + 1);
+    let span = (end - t0) as f64;
+    let x = |ns: u64| LEFT + (ns.saturating_sub(t0) as f64 / span) * WIDTH;
+    let nodes: BTreeSet<&str> = h
+        .iter()
+        .filter_map(|l| match l {
+            HistoryLine::Node { node, .. } => Some(node.as_str()),
+            _ => None,
+        })
+        .collect();
+    // Lanes: faults, each Redis instance, then per node "believes" and "does".
+    let instances: BTreeSet<&str> = h
+        .iter()
+        .filter_map(|l| match l {
+            HistoryLine::Observer(s) => Some(s.instance.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut lanes: Vec<String> = vec!["faults".into()];
+    lanes.extend(instances.iter().map(|s| (*s).to_owned()));
+    let node_lane: HashMap<&str, usize> = nodes.iter().enumerate().map(|(k, n)| (*n, lanes.len() + 2 * k)).collect();
+    for n in &nodes {
+        lanes.push(format!("{n} believes"));
+        lanes.push(format!("{n} does"));
+    }
+    let top = 26.0;
+    let height = top + lanes.len() as f64 * LANE + 12.0;
+    let y = |lane: usize| top + lane as f64 * LANE;
+    let _ = write!(
+        o,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0}\" height=\"{height:.0}\" role=\"img\" aria-label=\"timeline of {}\">",
+        LEFT + WIDTH + 20.0,
+        esc(&r.name)
+    );
+    // Lane backgrounds and labels.
+    for (k, name) in lanes.iter().enumerate() {
+        let fill = if k % 2 == 0 { "#f7f8fa" } else { "#ffffff" };
+        let _ = write!(
+            o,
+            "<rect x=\"{LEFT}\" y=\"{:.1}\" width=\"{WIDTH}\" height=\"{LANE}\" fill=\"{fill}\"/><text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            y(k),
+            LEFT - 8.0,
+            y(k) + 15.0,
+            esc(name)
+        );
+    }
+    // Time axis.
+    let seconds = span / 1e9;
+    let step = [1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0]
+        .into_iter()
+        .find(|s| seconds / s <= 12.0)
+        .unwrap_or(1200.0);
+    let mut s = 0.0;
+    while s <= seconds {
+        let xs = LEFT + s / seconds * WIDTH;
+        let _ = write!(
+            o,
+            "<line x1=\"{xs:.1}\" x2=\"{xs:.1}\" y1=\"{:.0}\" y2=\"{height:.0}\" stroke=\"#e1e5ec\"/><text x=\"{xs:.1}\" y=\"14\" text-anchor=\"middle\" fill=\"#5b6472\">{s:.0} s</text>",
+            top - 4.0
+        );
+        s += step;
+    }
+    // Fault windows, shaded across every lane.
+    // id -> (fault, target, requested, verified, healed, detail)
+    type Window = (String, String, Option<u64>, Option<u64>, Option<u64>, String);
+    let mut windows: BTreeMap<u64, Window> = BTreeMap::new();
+    for l in h {
+        if let HistoryLine::Fault(f) = l {
+            let w = windows
+                .entry(f.id)
+                .or_insert_with(|| (f.fault.clone(), f.target.clone(), None, None, None, String::new()));
+            match f.phase {
+                FaultPhase::Requested => w.2 = Some(f.at_ns),
+                FaultPhase::Verified => {
+                    w.3 = Some(f.at_ns);
+                    w.5.clone_from(&f.detail);
+                }
+                FaultPhase::Failed => w.5 = format!("NOT VERIFIED: {}", f.detail),
+                FaultPhase::Healed => w.4 = Some(f.at_ns),
+            }
+        }
+    }
+    for (id, (fault, target, requested, verified, healed, detail)) in &windows {
+        let Some(from) = requested.or(*verified) else { continue };
+        let to = healed.unwrap_or(end);
+        let (x1, x2) = (x(from), x(to).max(x(from) + 2.0));
+        let effect = verified
+            .map(|v| format!(" (in effect after {:.1} ms)", v.saturating_sub(from) as f64 / 1e6))
+            .unwrap_or_default();
+        let _ = write!(
+            o,
+            "<g><title>fault #{id} {} on {}{effect}: {}</title><rect x=\"{x1:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#c62828\" fill-opacity=\"0.08\" stroke=\"#c62828\" stroke-opacity=\"0.35\" stroke-dasharray=\"3 2\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#8e1c1c\">#{id} {} {}</text></g>",
+            esc(fault),
+            esc(target),
+            esc(detail),
+            x2 - x1,
+            lanes.len() as f64 * LANE,
+            x1 + 3.0,
+            y(0) + 15.0,
+            esc(fault),
+            esc(target)
+        );
+    }
+    // Redis lanes: who holds the key, from the observer, merged into segments.
+    for (k, inst) in instances.iter().enumerate() {
+        let lane = 1 + k;
+        let mut seg: Option<(u64, Option<String>, bool)> = None; // start, holder, error
+        let mut last_role: Option<String> = None;
+        let draw = |o: &mut String, from: u64, to: u64, holder: &Option<String>, error: bool| {
+            let (x1, x2) = (x(from), x(to));
+            if x2 - x1 < 0.5 {
+                return;
+            }
+            let (fill, what) = match (holder, error) {
+                (_, true) => ("#9aa3ad", "unreachable".to_owned()),
+                (Some(t), _) => (node_colour(token_node(t)), format!("key held by {t}")),
+                (None, _) => return,
+            };
+            let _ = write!(
+                o,
+                "<rect x=\"{x1:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{fill}\" fill-opacity=\"0.75\"><title>{} {:.2}-{:.2} s: {}</title></rect>",
+                y(lane) + 5.0,
+                x2 - x1,
+                LANE - 10.0,
+                esc(inst),
+                from.saturating_sub(t0) as f64 / 1e9,
+                to.saturating_sub(t0) as f64 / 1e9,
+                esc(&what)
+            );
+        };
+        for l in h {
+            let HistoryLine::Observer(sample) = l else { continue };
+            if sample.instance != *inst {
+                continue;
+            }
+            let error = sample.error.is_some();
+            match &seg {
+                Some((start, holder, err)) if *holder == sample.holder && *err == error => {
+                    let _ = start;
+                }
+                Some((start, holder, err)) => {
+                    draw(o, *start, sample.at_ns, holder, *err);
+                    seg = Some((sample.at_ns, sample.holder.clone(), error));
+                }
+                None => seg = Some((sample.at_ns, sample.holder.clone(), error)),
+            }
+            if sample.role.is_some() && sample.role != last_role {
+                if last_role.is_some() {
+                    let xr = x(sample.at_ns);
+                    let _ = write!(
+                        o,
+                        "<path d=\"M{xr:.1} {:.1} l4 6 l-4 6 l-4 -6 z\" fill=\"#1d2330\"><title>{} became {} at {:.2} s</title></path>",
+                        y(lane) + 5.0,
+                        esc(inst),
+                        esc(sample.role.as_deref().unwrap_or("")),
+                        sample.at_ns.saturating_sub(t0) as f64 / 1e9
+                    );
+                }
+                last_role.clone_from(&sample.role);
+            }
+        }
+        if let Some((start, holder, err)) = &seg {
+            draw(o, *start, end, holder, *err);
+        }
+    }
+    // Nodes: believed ownership (acquired until lost or released) and what they did.
+    let mut marks = Marks::default();
+    let mut open: HashMap<&str, (u64, String)> = HashMap::new();
+    let mut intervals: Vec<(usize, u64, u64, String, &str)> = Vec::new();
+    let mut violations_marks = Vec::new();
+    for l in h {
+        match l {
+            HistoryLine::Node { node, received_ns, event, .. } => {
+                let Some(&lane) = node_lane.get(node.as_str()) else { continue };
+                let at = *received_ns;
+                let t = at.saturating_sub(t0) as f64 / 1e9;
+                match &event.kind {
+                    EventKind::Acquired { token, fence } => {
+                        if let Some((from, tok)) = open.remove(node.as_str()) {
+                            intervals.push((lane, from, at, tok, "released"));
+                        }
+                        open.insert(node.as_str(), (at, format!("{token} fence {fence}")));
+                    }
+                    EventKind::OwnershipLost { reason, .. } => {
+                        if let Some((from, tok)) = open.remove(node.as_str()) {
+                            intervals.push((lane, from, at, tok, "lost"));
+                        }
+                        marks.add(lane, x(at), "lost", || format!("{node} lost ownership at {t:.2} s: {reason}"));
+                    }
+                    EventKind::Released { .. } | EventKind::Stopped => {
+                        if let Some((from, tok)) = open.remove(node.as_str()) {
+                            intervals.push((lane, from, at, tok, "released"));
+                        }
+                    }
+                    EventKind::CheckpointPassed { number, .. } => {
+                        marks.add(lane + 1, x(at), "ckpt", || format!("{node} checkpoint {number} passed at {t:.2} s"));
+                    }
+                    EventKind::CheckpointFailed { number, reason, .. } => {
+                        marks.add(lane + 1, x(at), "ckfail", || {
+                            format!("{node} checkpoint {number} FAILED at {t:.2} s: {reason}")
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            HistoryLine::Audit(a) => {
+                let Some(&lane) = node_lane.get(a.node.as_str()) else { continue };
+                if !a.op.is_write() {
+                    continue;
+                }
+                let t = a.mono_ns.saturating_sub(t0) as f64 / 1e9;
+                let class = if violating.contains(&a.seq) {
+                    "violating"
+                } else if a.accepted {
+                    "accepted"
+                } else {
+                    "rejected"
+                };
+                let title = || {
+                    format!(
+                        "{} {:?} fence {} seq {} at {t:.2} s: {}{}",
+                        a.node,
+                        a.op,
+                        a.fence,
+                        a.seq,
+                        class,
+                        a.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+                    )
+                };
+                marks.add(lane + 1, x(a.mono_ns), class, title);
+                if class == "violating" {
+                    violations_marks.push((lane + 1, x(a.mono_ns), title()));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (node, (from, tok)) in open {
+        intervals.push((node_lane[node], from, end, tok, "held to the end"));
+    }
+    // Believed ownership, merged when closer than a pixel.
+    intervals.sort_by_key(|iv| (iv.0, iv.1));
+    let mut merged: Vec<(usize, f64, f64, String, usize)> = Vec::new();
+    for (lane, from, to, tok, how) in intervals {
+        let (x1, x2) = (x(from), x(to));
+        match merged.last_mut() {
+            Some(m) if m.0 == lane && x1 - m.2 < 1.0 => {
+                m.2 = m.2.max(x2);
+                m.4 += 1;
+            }
+            _ => merged.push((
+                lane,
+                x1,
+                x2,
+                format!(
+                    "owner {tok} from {:.2} to {:.2} s, then {how}",
+                    from.saturating_sub(t0) as f64 / 1e9,
+                    to.saturating_sub(t0) as f64 / 1e9
+                ),
+                1,
+            )),
+        }
+    }
+    for (lane, x1, x2, title, count) in merged {
+        let node = lanes[lane].split(' ').next().unwrap_or("");
+        let title =
+            if count > 1 { format!("{count} ownership intervals merged at this scale; first: {title}") } else { title };
+        let _ = write!(
+            o,
+            "<rect x=\"{x1:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\" fill-opacity=\"0.85\"><title>{}</title></rect>",
+            y(lane) + 5.0,
+            (x2 - x1).max(1.0),
+            LANE - 10.0,
+            node_colour(node),
+            esc(&title)
+        );
+    }
+    for ((lane, px, class), (count, title)) in &marks.cells {
+        let title = if *count > 1 { format!("{count} marks here; first: {title}") } else { title.clone() };
+        let yl = y(*lane);
+        let shape = match *class {
+            "ckpt" => format!("<rect x=\"{px}\" y=\"{:.1}\" width=\"1\" height=\"8\" fill=\"#5b6472\">", yl + 3.0),
+            "ckfail" => {
+                format!("<rect x=\"{}\" y=\"{:.1}\" width=\"3\" height=\"10\" fill=\"#c62828\">", px - 1, yl + 2.0)
+            }
+            "lost" => format!(
+                "<path d=\"M{} {:.1} l8 8 m0 -8 l-8 8\" stroke=\"#c62828\" stroke-width=\"2.2\">",
+                px - 4,
+                yl + 7.0
+            ),
+            "accepted" => format!("<rect x=\"{px}\" y=\"{:.1}\" width=\"2\" height=\"9\" fill=\"#2e7d32\">", yl + 11.0),
+            "rejected" => format!("<rect x=\"{px}\" y=\"{:.1}\" width=\"3\" height=\"9\" fill=\"#e07b1a\">", yl + 11.0),
+            _ => format!("<circle cx=\"{px}\" cy=\"{:.1}\" r=\"5\" fill=\"#c62828\" stroke=\"#fff\">", yl + 15.0),
+        };
+        let close = if shape.starts_with("<circle") {
+            "</circle>"
+        } else if shape.starts_with("<path") {
+            "</path>"
+        } else {
+            "</rect>"
+        };
+        let _ = write!(o, "{shape}<title>{}</title>{close}", esc(&title));
+    }
+    // Violations stand out and link to their evidence.
+    for (k, (lane, px, title)) in violations_marks.iter().enumerate().take(50) {
+        let _ = write!(
+            o,
+            "<a href=\"#v{i}-0\"><circle cx=\"{px:.1}\" cy=\"{:.1}\" r=\"7\" fill=\"none\" stroke=\"#c62828\" stroke-width=\"2\"><title>violation {}: {}</title></circle></a>",
+            y(*lane) + 15.0,
+            k + 1,
+            esc(title)
+        );
+    }
+    o.push_str("</svg>");
+    o.push_str(
+        "<div class=\"legend meta\"><span><i class=\"sw\" style=\"background:#c6282822;border:1px dashed #c62828\"></i>fault window</span><span><i class=\"sw\" style=\"background:#3b6fd4\"></i>key holder / believed owner (colour per node)</span><span><i class=\"sw\" style=\"background:#9aa3ad\"></i>instance unreachable</span><span>&#9670; role change</span><span><i class=\"sw\" style=\"background:#5b6472;width:2px\"></i>checkpoint</span><span><i class=\"sw\" style=\"background:#2e7d32\"></i>write accepted</span><span><i class=\"sw\" style=\"background:#e07b1a\"></i>write rejected (fence)</span><span><i class=\"sw\" style=\"background:#c62828;border-radius:5px\"></i>violating write</span><span style=\"color:#c62828\">&#10005;</span> loss</div>",
+    );
+}

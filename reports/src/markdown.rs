@@ -1,0 +1,60 @@
+//! `summary.md`: the suite as a Markdown table, for CI job summaries.
+
+use std::fmt::Write;
+
+use crate::suite::{Shown, Suite};
+
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
+/// Renders the suite summary.
+#[must_use]
+pub fn render(suite: &Suite) -> String {
+    let mut out = String::new();
+    let verdict = format!("{:?}", suite.verdict).to_uppercase();
+    let _ = writeln!(out, "## leasequake: {verdict}\n");
+    let _ = writeln!(
+        out,
+        "{} · {} scenario runs · PASS {} · FAIL {} · XFAIL {} · INCONCLUSIVE {} · {:.0} s\n",
+        suite.started_utc,
+        suite.scenarios.len(),
+        suite.count(Shown::Pass),
+        suite.count(Shown::Fail),
+        suite.count(Shown::ExpectedFail),
+        suite.count(Shown::Inconclusive),
+        suite.took_s
+    );
+    if let Some(why) = &suite.stopped {
+        let _ = writeln!(out, "**Stopped early:** {}\n", cell(why));
+    }
+    out.push_str("| scenario | verdict | time | finding |\n| --- | --- | ---: | --- |\n");
+    for i in suite.order() {
+        let r = &suite.scenarios[i];
+        let _ = writeln!(
+            out,
+            "| {} | **{}** | {:.0} s | {} |",
+            cell(&r.name),
+            r.shown().label(),
+            r.took_s,
+            cell(&r.finding())
+        );
+    }
+    let repros: Vec<&str> = suite
+        .order()
+        .into_iter()
+        .map(|i| &suite.scenarios[i])
+        .filter(|r| matches!(r.shown(), Shown::Fail | Shown::Inconclusive))
+        .map(|r| r.repro.as_str())
+        .collect();
+    if !repros.is_empty() {
+        out.push_str("\nRe-run:\n\n```\n");
+        for r in repros {
+            let _ = writeln!(out, "{r}");
+        }
+        out.push_str("```\n");
+    }
+    let versions: Vec<String> = suite.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = writeln!(out, "\n{}", cell(&versions.join(" · ")));
+    out
+}

@@ -1,0 +1,181 @@
+//! The renderers on known suites: what a CI and a reader must see, and must not.
+
+use crate::history::{ExpectedFailure, HistoryLine};
+use crate::suite::{ScenarioRun, Shown, Suite, SUMMARY_SCHEMA};
+use crate::{CheckResult, Evidence, Expectation, Metrics, PropertyResult, PropertyStatus, Verdict, Violation};
+
+/// docs/history.md's worked example: n1 paused after checkpoint 7, its persist (seq 5) lands.
+fn example_history() -> Vec<HistoryLine> {
+    let doc = include_str!("../../docs/history.md");
+    doc.lines().filter(|l| l.starts_with("{\"kind\"")).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn property(name: &str, status: PropertyStatus, violations: Vec<Violation>) -> PropertyResult {
+    PropertyResult {
+        name: name.into(),
+        status,
+        sentence: format!("{name} sentence <with markup>"),
+        violation_count: violations.len() as u64,
+        violations,
+    }
+}
+
+fn stale_write() -> Violation {
+    Violation {
+        summary: "n1 wrote PersistRecord under fence 1 (seq 5) after n2 had written under fence 2 (seq 1)".into(),
+        evidence: vec![Evidence {
+            label: "stale write".into(),
+            seq: Some(5),
+            node: "n1".into(),
+            token: "n1/1/0/aa".into(),
+            fence: 1,
+            what: "PersistRecord".into(),
+            at_ns: 3_010_000_000,
+        }],
+        faults_active: vec!["#1 pause_node on n1".into()],
+        at_ns: 3_010_000_000,
+    }
+}
+
+fn run(name: &str, verdict: Verdict, props: Vec<PropertyResult>, expected: Option<&str>) -> ScenarioRun {
+    let expectation = expected.map(|_| {
+        if props.iter().any(|p| p.status == PropertyStatus::Violated) {
+            Expectation::ExpectedFailureObserved
+        } else {
+            Expectation::ExpectedFailureMissing
+        }
+    });
+    ScenarioRun {
+        name: name.into(),
+        file: format!("scenarios/x/{name}.toml"),
+        description: "a <script>alert(1)</script> description".into(),
+        seed: 7,
+        dir: format!("01-{name}"),
+        took_s: 12.0,
+        config: Default::default(),
+        expected: expected.map(|p| ExpectedFailure { property: p.into(), why: "no fencing".into() }),
+        result: Some(CheckResult {
+            verdict,
+            expectation,
+            properties: props,
+            inconclusive: if verdict == Verdict::Inconclusive { vec!["an observer gap of 9 s".into()] } else { vec![] },
+            metrics: Metrics::default(),
+        }),
+        error: None,
+        repro: format!("leasequake run scenarios/x/{name}.toml --seed 7"),
+    }
+}
+
+fn suite() -> Suite {
+    let held = |n: &str| property(n, PropertyStatus::Held, vec![]);
+    Suite {
+        schema: SUMMARY_SCHEMA,
+        started_utc: "2026-12-03T02:00:00Z".into(),
+        took_s: 60.0,
+        versions: [("redis".to_owned(), "7.0.15".to_owned())].into(),
+        verdict: Verdict::Fail,
+        stopped: None,
+        scenarios: vec![
+            run("calm", Verdict::Pass, vec![held("no_stale_write")], None),
+            run(
+                "stale",
+                Verdict::Fail,
+                vec![property("no_stale_write", PropertyStatus::Violated, vec![stale_write()])],
+                None,
+            ),
+            run(
+                "seed-config",
+                Verdict::Pass,
+                vec![property("no_stale_write", PropertyStatus::Violated, vec![stale_write()])],
+                Some("no_stale_write"),
+            ),
+            run("holey", Verdict::Inconclusive, vec![held("no_stale_write")], None),
+            run("missing", Verdict::Fail, vec![held("no_stale_write")], Some("no_stale_write")),
+        ],
+    }
+}
+
+#[test]
+fn runs_are_shown_by_what_happened_failures_first() {
+    let s = suite();
+    let shown: Vec<Shown> = s.order().into_iter().map(|i| s.scenarios[i].shown()).collect();
+    assert_eq!(shown, [Shown::Fail, Shown::Fail, Shown::Inconclusive, Shown::ExpectedFail, Shown::Pass]);
+    assert!(s.scenarios[4].finding().contains("expected no_stale_write to be violated, and it held"));
+    assert!(s.scenarios[2].finding().ends_with("(expected)"));
+}
+
+#[test]
+fn junit_fails_violations_passes_expected_failures_and_errors_on_holes() {
+    let x = crate::junit::render(&suite());
+    assert!(
+        x.starts_with("<?xml") && x.contains("<testsuites name=\"leasequake\" tests=\"6\" failures=\"2\" errors=\"1\""),
+        "{x}"
+    );
+    let case = |name: &str| {
+        let at = x.find(&format!("<testsuite name=\"{name}\"")).unwrap();
+        x[at..].split("</testsuite>").next().unwrap().to_owned()
+    };
+    assert!(case("stale").contains("<failure message=\"no_stale_write sentence &lt;with markup&gt;\""));
+    assert!(
+        case("stale").contains("after n2 had written under fence 2 (seq 1) [faults in effect: #1 pause_node on n1]")
+    );
+    assert!(case("stale").contains("repro: leasequake run scenarios/x/stale.toml --seed 7"));
+    assert!(!case("seed-config").contains("<failure") && case("seed-config").contains("expected failure observed"));
+    assert!(case("missing").contains("<failure message=\"expected no_stale_write to be violated, and it held\""));
+    assert!(case("holey").contains("<error message=\"inconclusive\"") && case("holey").contains("observer gap"));
+    assert!(!case("calm").contains("<failure") && !case("calm").contains("<error"));
+}
+
+#[test]
+fn the_markdown_summary_leads_with_failures_and_lists_their_repro_commands() {
+    let md = crate::markdown::render(&suite());
+    assert!(md.starts_with("## leasequake: FAIL"), "{md}");
+    let stale = md.find("| stale |").unwrap();
+    let calm = md.find("| calm |").unwrap();
+    assert!(stale < calm, "failures first");
+    assert!(md.contains("leasequake run scenarios/x/holey.toml --seed 7"));
+    assert!(!md.contains("leasequake run scenarios/x/calm.toml"), "no repro for a pass");
+}
+
+#[test]
+fn the_page_draws_the_violation_quotes_its_history_and_escapes_everything() {
+    let s = suite();
+    let h = example_history();
+    let histories = vec![Some(h.clone()), Some(h.clone()), Some(h), None, None];
+    let page = crate::html::render(&s, &histories);
+    assert!(page.starts_with("<!doctype html>") && page.ends_with("</html>\n"));
+    assert!(!page.contains("<script"), "no script, and the description's is escaped");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    for forbidden in ["src=\"http", "href=\"http", "@import", "url("] {
+        assert!(!page.contains(forbidden), "nothing loads from a network: {forbidden}");
+    }
+    // The stale write is a violating mark on n1's lane, linked to its evidence, which quotes the
+    // history line of seq 5.
+    assert!(page.contains("violation 1: n1 PersistRecord fence 1 seq 5"), "violating mark");
+    assert!(page.contains("id=\"v1-0\""), "the evidence block of the failing scenario");
+    assert!(page.contains("&quot;seq&quot;:5"), "the history line is quoted");
+    assert!(page.contains("fault #1 pause_node on n1 (in effect after 1.0 ms)"), "the fault window is labelled");
+    assert!(page.contains("key held by n1/1/0/aa"), "the Redis lane shows the holder");
+    assert!(page.contains("No history to draw."));
+}
+
+#[test]
+fn a_long_history_is_aggregated_so_the_page_stays_light() {
+    let mut h = example_history();
+    let template = h.iter().find(|l| matches!(l, HistoryLine::Audit(_))).unwrap().clone();
+    let end = h.pop().unwrap(); // the snapshot
+    for k in 0..200_000u64 {
+        let mut line = template.clone();
+        if let HistoryLine::Audit(a) = &mut line {
+            a.seq = 100 + k;
+            a.mono_ns = 1_000_000_000 + k * 15_000;
+            a.accepted = k % 7 != 0;
+        }
+        h.push(line);
+    }
+    h.push(end);
+    let s = suite();
+    let page = crate::html::render(&s, &[None, Some(h), None, None, None]);
+    assert!(page.len() < 1_500_000, "{} bytes for 200 000 writes", page.len());
+    assert!(page.contains(" marks here; first: "), "marks were merged per pixel");
+}

@@ -1,0 +1,136 @@
+//! A suite run: what `summary.json` holds (versioned), and what every renderer reads.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::history::ExpectedFailure;
+use crate::{CheckResult, Expectation, PropertyStatus, Verdict};
+
+/// The version of `summary.json`'s schema; bumped on any incompatible change.
+pub const SUMMARY_SCHEMA: u32 = 1;
+
+/// One suite run (`leasequake run` over one or more scenarios).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Suite {
+    /// [`SUMMARY_SCHEMA`].
+    pub schema: u32,
+    /// When it started, UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub started_utc: String,
+    /// Wall time of the whole suite, seconds.
+    pub took_s: f64,
+    /// Versions: harness, harness commit, Redis, Docker engine (what could be read).
+    pub versions: BTreeMap<String, String>,
+    /// The verdict of the whole (failure wins over inconclusive, which wins over pass).
+    pub verdict: Verdict,
+    /// Why the suite stopped early, if it did.
+    pub stopped: Option<String>,
+    /// Every scenario run, in the order run.
+    pub scenarios: Vec<ScenarioRun>,
+}
+
+/// One scenario run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioRun {
+    /// Scenario name.
+    pub name: String,
+    /// The scenario file as given.
+    pub file: String,
+    /// Its one-line description.
+    pub description: String,
+    /// The seed used.
+    pub seed: u64,
+    /// The run directory, relative to the suite directory.
+    pub dir: String,
+    /// Wall time, seconds.
+    pub took_s: f64,
+    /// The scenario's configuration, as run (the parsed file).
+    pub config: BTreeMap<String, String>,
+    /// A declared expected failure.
+    pub expected: Option<ExpectedFailure>,
+    /// The checker's result; `None` when the run could not even start (see `error`).
+    pub result: Option<CheckResult>,
+    /// Why the run could not start or finish (environment trouble): inconclusive.
+    pub error: Option<String>,
+    /// The command that re-runs it.
+    pub repro: String,
+}
+
+/// How a scenario run is shown: a pass, an expected failure observed, a failure, inconclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Shown {
+    /// A check failed (or an expected failure did not happen).
+    Fail,
+    /// The environment broke or the history has a hole.
+    Inconclusive,
+    /// A declared expected failure, observed.
+    ExpectedFail,
+    /// Every property held.
+    Pass,
+}
+
+impl Shown {
+    /// The label: `FAIL`, `INCONCLUSIVE`, `XFAIL`, `PASS`.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Shown::Fail => "FAIL",
+            Shown::Inconclusive => "INCONCLUSIVE",
+            Shown::ExpectedFail => "XFAIL",
+            Shown::Pass => "PASS",
+        }
+    }
+}
+
+impl ScenarioRun {
+    /// The verdict of this run.
+    #[must_use]
+    pub fn verdict(&self) -> Verdict {
+        self.result.as_ref().map_or(Verdict::Inconclusive, |r| r.verdict)
+    }
+
+    /// How it is shown.
+    #[must_use]
+    pub fn shown(&self) -> Shown {
+        match (&self.result, self.verdict()) {
+            (_, Verdict::Fail) => Shown::Fail,
+            (_, Verdict::Inconclusive) => Shown::Inconclusive,
+            (Some(r), Verdict::Pass) if r.expectation == Some(Expectation::ExpectedFailureObserved) => {
+                Shown::ExpectedFail
+            }
+            _ => Shown::Pass,
+        }
+    }
+
+    /// One line: the first violation, the first reason for inconclusive, or what held.
+    #[must_use]
+    pub fn finding(&self) -> String {
+        let Some(r) = &self.result else { return self.error.clone().unwrap_or_default() };
+        if let Some(p) = r.properties.iter().find(|p| p.status == PropertyStatus::Violated) {
+            let expected = self.expected.as_ref().is_some_and(|e| e.property == p.name);
+            return format!("{}: {}{}", p.name, p.sentence, if expected { " (expected)" } else { "" });
+        }
+        if r.expectation == Some(Expectation::ExpectedFailureMissing) {
+            if let Some(e) = &self.expected {
+                return format!("expected {} to be violated, and it held: {}", e.property, e.why);
+            }
+        }
+        r.inconclusive.first().cloned().unwrap_or_else(|| "every property held".into())
+    }
+}
+
+impl Suite {
+    /// Runs shown as `s`.
+    #[must_use]
+    pub fn count(&self, s: Shown) -> usize {
+        self.scenarios.iter().filter(|r| r.shown() == s).count()
+    }
+
+    /// Indices of the runs, failures first, then inconclusive, expected failures, passes.
+    #[must_use]
+    pub fn order(&self) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..self.scenarios.len()).collect();
+        idx.sort_by_key(|&i| (self.scenarios[i].shown(), i));
+        idx
+    }
+}
