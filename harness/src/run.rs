@@ -5,7 +5,8 @@
 //! everything down. An interrupt (Ctrl-C, SIGTERM, `--max-duration`) heals what is applied,
 //! records what was seen, and makes the verdict inconclusive at best.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,8 +30,8 @@ use crate::error::HarnessError;
 use crate::history::{write, write_atomically, HISTORY_FILE, VERDICTS_FILE};
 use crate::image::{ensure, resolve, ImageSpec};
 use crate::progress::Progress;
-use crate::scenario::{Fault, FaultKind, Link, Mode, Scenario};
-use crate::supervisor::{NodeProcess, Received};
+use crate::scenario::{Fault, FaultKind, Link, Mode, Scenario, Trigger};
+use crate::supervisor::{NodeHandle, NodeProcess, Received};
 
 /// How to run: everything that is not in the scenario file.
 #[derive(Debug, Clone)]
@@ -257,7 +258,19 @@ impl Ctx<'_> {
                 embed_ms: s.pipeline.embed_ms,
                 prepare_ms: s.pipeline.prepare_ms,
                 checkpoints: s.pipeline.checkpoints.clone(),
-                sync_points: vec![],
+                sync_points: {
+                    let mut v: Vec<u8> = s
+                        .faults
+                        .iter()
+                        .filter_map(|f| match f.trigger() {
+                            Some(Trigger::Checkpoint(n)) => Some(n),
+                            _ => None,
+                        })
+                        .collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                },
                 pause_ms: s.pipeline.pause_ms,
                 store_timeout_ms: (s.lease.ttl_ms * 2).max(2000),
             },
@@ -288,6 +301,9 @@ fn node_command(s: &Scenario, opts: &RunOptions) -> Result<Vec<String>, HarnessE
         ]),
     }
 }
+
+/// A fault waiting for its trigger: its index, the trigger, the node it waits for (any, if none).
+type Armed = (usize, Trigger, Option<String>);
 
 /// A fault in effect: what it is, whom it hit.
 struct Applied {
@@ -360,9 +376,13 @@ async fn drive(
 
     // Nodes and the event collector (which also tracks the current owner for role targets and
     // hands every event to the probes that wait for one).
+    let mut router_rx = ctx.events.subscribe();
     let mut nodes: BTreeMap<u32, (NodeProcess, u64)> = BTreeMap::new();
+    let handles: Arc<Mutex<BTreeMap<u32, NodeHandle>>> = Arc::default();
     for i in 1..=s.nodes.count {
-        nodes.insert(i, (ctx.spawn(i, 1)?, 1));
+        let n = ctx.spawn(i, 1)?;
+        handles.lock().unwrap_or_else(PoisonError::into_inner).insert(i, n.handle());
+        nodes.insert(i, (n, 1));
     }
     opts.progress.phase(&format!("running ({} nodes, {} s)", s.nodes.count, s.duration_s));
     let owner: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
@@ -451,56 +471,179 @@ async fn drive(
             detail,
         })
     };
-    // The schedule: every apply and heal on one timeline, in time order (a heal first when both
-    // fall on the same second), so faults can overlap.
+    // Triggers: a router hears every event; a sync point or an acquire that an armed fault waits
+    // for is handed to the schedule, which applies the fault before the node is let go.
+    let armed: Arc<Mutex<Vec<Armed>>> = Arc::default();
+    let (hit_tx, mut hit_rx) = mpsc::channel::<(usize, String, tokio::sync::oneshot::Sender<()>)>(16);
+    let router = {
+        let (armed, handles, stop) = (armed.clone(), handles.clone(), stop_observer.clone());
+        async move {
+            // Bounded by the run (stop) and by the event stream.
+            loop {
+                let r = tokio::select! {
+                    () = stop.cancelled() => break,
+                    r = router_rx.recv() => match r {
+                        Ok(r) => r,
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => break,
+                    },
+                };
+                let Ok(ev) = &r.line else { continue };
+                let trigger = match ev.kind {
+                    EventKind::SyncPoint { number, .. } => Trigger::Checkpoint(number),
+                    EventKind::Acquired { .. } => Trigger::Acquired,
+                    _ => continue,
+                };
+                let hit = {
+                    let mut a = armed.lock().unwrap_or_else(PoisonError::into_inner);
+                    let k = a
+                        .iter()
+                        .position(|(_, t, target)| *t == trigger && target.as_deref().is_none_or(|n| n == r.node));
+                    k.map(|k| a.remove(k).0)
+                };
+                if let Some(i) = hit {
+                    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+                    if hit_tx.send((i, r.node.clone(), done_tx)).await.is_ok() {
+                        let _ = tokio::time::timeout(Duration::from_secs(10), done_rx).await;
+                    }
+                }
+                if let Trigger::Checkpoint(n) = trigger {
+                    let h = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&node_index(&r.node)).cloned();
+                    if let Some(h) = h {
+                        let _ = h.send(NodeCommand::Go { checkpoint: n });
+                    }
+                }
+            }
+        }
+    };
+    // The schedule: every apply, arm, expiry and heal on one timeline, in time order (heals
+    // first when several fall together), so faults can overlap; a trigger firing adds its heal.
     let schedule = async {
         let t0 = Instant::now();
-        let mut steps: Vec<(u64, bool, usize)> = Vec::new();
+        let now_ms = || t0.elapsed().as_millis() as u64;
+        let bound_ms = s.liveness_bound_ms();
+        // (at ms, order: 0 heal, 1 expire, 2 apply or arm, fault index)
+        let mut steps: BinaryHeap<Reverse<(u64, u8, usize)>> = BinaryHeap::new();
         for (i, f) in s.faults.iter().enumerate() {
-            steps.push((f.at_s * 1000, false, i));
-            steps.push(((f.at_s + f.duration_s) * 1000, true, i));
-        }
-        steps.sort_by_key(|(at, heal, i)| (*at, !*heal, *i));
-        let mut active: BTreeMap<usize, Applied> = BTreeMap::new();
-        for (at_ms, is_heal, i) in steps {
-            let when = t0 + Duration::from_millis(at_ms);
-            tokio::select! { () = cancel.cancelled() => break, () = tokio::time::sleep_until(when.into()) => {} }
-            if is_heal {
-                if let Some(a) = active.remove(&i) {
-                    let detail = heal(&ctx, &a, &mut nodes).await;
-                    info!(fault = a.id, node = %a.target, %detail, "fault healed");
-                    progress
-                        .fault(&format!("fault {} {} on {}: healed ({detail})", a.id, a.fault.kind, a.target), false);
-                    push(&lines, fault_line(a.id, a.fault.kind.name(), &a.target, FaultPhase::Healed, detail));
-                }
-                continue;
+            steps.push(Reverse((f.at_s * 1000, 2, i)));
+            if f.trigger().is_none() {
+                steps.push(Reverse(((f.at_s + f.duration_s) * 1000, 0, i)));
             }
+        }
+        let mut active: BTreeMap<usize, Applied> = BTreeMap::new();
+        let mut armed_count = 0usize;
+        // Bounded: each fault is applied, expired or healed once.
+        loop {
+            let next = steps.peek().map(|Reverse((at, _, _))| t0 + Duration::from_millis(*at));
+            if next.is_none() && armed_count == 0 {
+                break;
+            }
+            let step = tokio::select! {
+                () = cancel.cancelled() => break,
+                Some((i, node, done)) = hit_rx.recv() => {
+                    armed_count -= 1;
+                    let f = &s.faults[i];
+                    let id = i as u64 + 1;
+                    let target = if f.target.is_some() { node.clone() } else { "store".into() };
+                    let index = node_index(&target);
+                    let handle = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&index).cloned();
+                    let kind = f.kind.name();
+                    let on = f.on.clone().unwrap_or_default();
+                    push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, format!("triggered: {node} {on}")));
+                    match apply(&ctx, id, f, index, handle.as_ref()).await {
+                        Ok(detail) => {
+                            info!(fault = id, node = %target, %detail, "fault verified");
+                            progress.fault(&format!("fault {id} {kind} on {target} ({on}): verified ({detail})"), true);
+                            push(&lines, fault_line(id, kind, &target, FaultPhase::Verified, detail));
+                        }
+                        Err(why) => {
+                            info!(fault = id, node = %target, %why, "fault not verified");
+                            progress.fault(&format!("fault {id} {kind} on {target} ({on}): NOT VERIFIED ({why})"), false);
+                            push(&lines, fault_line(id, kind, &target, FaultPhase::Failed, why));
+                        }
+                    }
+                    let _ = done.send(());
+                    active.insert(i, Applied { id, fault: f.clone(), target, index });
+                    steps.push(Reverse((now_ms() + f.duration_s * 1000, 0, i)));
+                    continue;
+                }
+                () = async { match next { Some(at) => tokio::time::sleep_until(at.into()).await, None => std::future::pending().await } } => {
+                    steps.pop().map(|Reverse(step)| step)
+                }
+            };
+            let Some((_, order, i)) = step else { continue };
             let f = &s.faults[i];
             let id = i as u64 + 1;
-            let target = resolve_target(f, &owner, s.nodes.count);
-            let kind = f.kind.name();
-            push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, String::new()));
-            let index: u32 = target.trim_start_matches('n').parse().unwrap_or(1);
-            let outcome = apply(&ctx, id, f, index, nodes.get(&index).map(|n| &n.0)).await;
-            match outcome {
-                Ok(detail) => {
-                    info!(fault = id, node = %target, %detail, "fault verified");
-                    progress.fault(&format!("fault {id} {kind} on {target}: verified ({detail})"), true);
-                    push(&lines, fault_line(id, kind, &target, FaultPhase::Verified, detail));
+            match (order, f.trigger()) {
+                (0, _) => {
+                    if let Some(a) = active.remove(&i) {
+                        let detail = heal(&ctx, &a, &mut nodes, &handles).await;
+                        info!(fault = a.id, node = %a.target, %detail, "fault healed");
+                        progress.fault(
+                            &format!("fault {} {} on {}: healed ({detail})", a.id, a.fault.kind, a.target),
+                            false,
+                        );
+                        push(&lines, fault_line(a.id, a.fault.kind.name(), &a.target, FaultPhase::Healed, detail));
+                    }
                 }
-                Err(why) => {
-                    info!(fault = id, node = %target, %why, "fault not verified");
-                    progress.fault(&format!("fault {id} {kind} on {target}: NOT VERIFIED ({why})"), false);
-                    push(&lines, fault_line(id, kind, &target, FaultPhase::Failed, why));
+                (1, _) => {
+                    let still = {
+                        let mut a = armed.lock().unwrap_or_else(PoisonError::into_inner);
+                        let before = a.len();
+                        a.retain(|(k, _, _)| *k != i);
+                        before != a.len()
+                    };
+                    if still {
+                        armed_count -= 1;
+                        let target = f.target.clone().unwrap_or_else(|| "store".into());
+                        let why = format!(
+                            "`{}` did not happen within {} ms of at_s {} s",
+                            f.on.as_deref().unwrap_or(""),
+                            bound_ms,
+                            f.at_s
+                        );
+                        progress.fault(&format!("fault {id} {} on {target}: NOT VERIFIED ({why})", f.kind), false);
+                        push(&lines, fault_line(id, f.kind.name(), &target, FaultPhase::Requested, String::new()));
+                        push(&lines, fault_line(id, f.kind.name(), &target, FaultPhase::Failed, why));
+                    }
+                }
+                (_, Some(trigger)) => {
+                    let named = f.target.as_deref().filter(|t| *t != "owner").map(str::to_owned);
+                    armed.lock().unwrap_or_else(PoisonError::into_inner).push((i, trigger, named));
+                    armed_count += 1;
+                    steps.push(Reverse((now_ms() + bound_ms, 1, i)));
+                    progress.fault(
+                        &format!("fault {id} {} armed: waiting for `{}`", f.kind, f.on.as_deref().unwrap_or("")),
+                        false,
+                    );
+                }
+                (_, None) => {
+                    let target = resolve_target(f, &owner, s.nodes.count);
+                    let kind = f.kind.name();
+                    push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, String::new()));
+                    let index = node_index(&target);
+                    let handle = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&index).cloned();
+                    match apply(&ctx, id, f, index, handle.as_ref()).await {
+                        Ok(detail) => {
+                            info!(fault = id, node = %target, %detail, "fault verified");
+                            progress.fault(&format!("fault {id} {kind} on {target}: verified ({detail})"), true);
+                            push(&lines, fault_line(id, kind, &target, FaultPhase::Verified, detail));
+                        }
+                        Err(why) => {
+                            info!(fault = id, node = %target, %why, "fault not verified");
+                            progress.fault(&format!("fault {id} {kind} on {target}: NOT VERIFIED ({why})"), false);
+                            push(&lines, fault_line(id, kind, &target, FaultPhase::Failed, why));
+                        }
+                    }
+                    // Healed at its time even when unverified: part of it may be in effect.
+                    active.insert(i, Applied { id, fault: f.clone(), target, index });
                 }
             }
-            // Healed at its time even when unverified: part of it may be in effect.
-            active.insert(i, Applied { id, fault: f.clone(), target, index });
         }
         // Interrupted: heal what is still applied, now.
         let mut still_applied = Vec::new();
         for (_, a) in std::mem::take(&mut active) {
-            let detail = heal(&ctx, &a, &mut nodes).await;
+            let detail = heal(&ctx, &a, &mut nodes, &handles).await;
             if detail.contains("failed") {
                 still_applied.push(a.id);
             }
@@ -518,7 +661,7 @@ async fn drive(
         stop_observer.cancel();
         out
     };
-    let ((nodes, still_applied), ()) = tokio::join!(schedule, observer);
+    let ((nodes, still_applied), (), ()) = tokio::join!(schedule, observer, router);
     progress.phase("stopping the nodes");
     for (_, (n, _)) in nodes {
         n.stop(Duration::from_secs(5)).await;
@@ -581,6 +724,11 @@ async fn drive(
     Ok(result)
 }
 
+/// `n3` -> 3 (0 for anything else, which names no node).
+fn node_index(target: &str) -> u32 {
+    target.strip_prefix('n').and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
 fn resolve_target(f: &Fault, owner: &Mutex<Option<String>>, count: u32) -> String {
     let owner = || owner.lock().unwrap_or_else(PoisonError::into_inner).clone();
     match f.target.as_deref() {
@@ -635,7 +783,7 @@ fn toxic_name(id: u64) -> String {
 }
 
 /// Applies one fault and verifies it with an independent probe; the detail says what was seen.
-async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&NodeProcess>) -> Result<String, String> {
+async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&NodeHandle>) -> Result<String, String> {
     let (proxy, env) = (&ctx.proxy, ctx.env);
     match f.kind {
         FaultKind::Partition => {
@@ -816,7 +964,12 @@ async fn verify_stalled(ctx: &Ctx<'_>, node: &str) -> Result<String, String> {
 }
 
 /// Undoes one fault; returns what was done (a detail containing "failed" means it may remain).
-async fn heal(ctx: &Ctx<'_>, a: &Applied, nodes: &mut BTreeMap<u32, (NodeProcess, u64)>) -> String {
+async fn heal(
+    ctx: &Ctx<'_>,
+    a: &Applied,
+    nodes: &mut BTreeMap<u32, (NodeProcess, u64)>,
+    handles: &Mutex<BTreeMap<u32, NodeHandle>>,
+) -> String {
     let proxy = &ctx.proxy;
     match a.fault.kind {
         FaultKind::Partition => {
@@ -857,6 +1010,7 @@ async fn heal(ctx: &Ctx<'_>, a: &Applied, nodes: &mut BTreeMap<u32, (NodeProcess
             let incarnation = nodes.get(&a.index).map_or(1, |n| n.1) + 1;
             match ctx.spawn(a.index, incarnation) {
                 Ok(n) => {
+                    handles.lock().unwrap_or_else(PoisonError::into_inner).insert(a.index, n.handle());
                     nodes.insert(a.index, (n, incarnation));
                     format!("restarted as incarnation {incarnation}")
                 }

@@ -228,6 +228,34 @@ pub struct Fault {
     pub mode: Option<Mode>,
     /// Latency, for slow faults.
     pub latency_ms: Option<u64>,
+    /// An event trigger: from `at_s` on, wait for it and apply the fault the moment it happens
+    /// (`acquired`: right after a node acquires; `checkpoint-N`: right after a node passes
+    /// checkpoint N, before its next step). `duration_s` counts from then.
+    pub on: Option<String>,
+}
+
+/// When a triggered fault fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// Right after a node acquires the lease.
+    Acquired,
+    /// Right after a node passes checkpoint N (it holds at the sync point until the fault is in).
+    Checkpoint(u8),
+}
+
+impl Fault {
+    /// The trigger, if the fault has a valid one.
+    #[must_use]
+    pub fn trigger(&self) -> Option<Trigger> {
+        match self.on.as_deref()? {
+            "acquired" => Some(Trigger::Acquired),
+            t => t
+                .strip_prefix("checkpoint-")
+                .and_then(|n| n.parse().ok())
+                .filter(|n| (1..=7).contains(n))
+                .map(Trigger::Checkpoint),
+        }
+    }
 }
 
 impl Scenario {
@@ -408,7 +436,23 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
         if f.duration_s == 0 {
             return bad(&field("duration_s"), "must be at least 1".into());
         }
-        let healed = f.at_s + f.duration_s;
+        if let Some(on) = &f.on {
+            if f.trigger().is_none() {
+                return bad(
+                    &field("on"),
+                    format!("`{on}` is not a trigger: `acquired` or `checkpoint-1` .. `checkpoint-7`"),
+                );
+            }
+            if f.target.as_deref() == Some("non-owner") {
+                return bad(
+                    &field("target"),
+                    "a triggered fault hits the node that triggered it: use `owner` or a node".into(),
+                );
+            }
+        }
+        // A triggered fault may fire up to one liveness bound after at_s.
+        let wait_s = if f.on.is_some() { bound_s } else { 0 };
+        let healed = f.at_s + wait_s + f.duration_s;
         if healed + bound_s > s.duration_s {
             return bad(
                 &field("at_s"),

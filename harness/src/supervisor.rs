@@ -44,6 +44,42 @@ pub struct Garbage {
     pub why: String,
 }
 
+/// What the runner needs to reach a running node from any task: its name, pid, command queue.
+#[derive(Clone, Debug)]
+pub struct NodeHandle {
+    node: String,
+    pid: i32,
+    commands: mpsc::Sender<NodeCommand>,
+}
+
+impl NodeHandle {
+    /// The node's id.
+    #[must_use]
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The node's process (and group) id.
+    #[must_use]
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Queues a command for the node.
+    pub fn send(&self, command: NodeCommand) -> Result<(), HarnessError> {
+        self.commands
+            .try_send(command)
+            .map_err(|e| HarnessError::NodeProtocol { detail: format!("cannot send to node {}: {e}", self.node) })
+    }
+
+    /// Sends `signal` to the node's process group.
+    pub fn signal(&self, signal: Signal) -> Result<(), HarnessError> {
+        let pid = Pid::from_raw(self.pid).ok_or_else(|| HarnessError::NodeProtocol { detail: "bad pid".into() })?;
+        kill_process_group(pid, signal)
+            .map_err(|e| HarnessError::NodeProtocol { detail: format!("cannot signal node {}: {e}", self.node) })
+    }
+}
+
 /// A running node.
 pub struct NodeProcess {
     node: String,
@@ -126,18 +162,20 @@ impl NodeProcess {
         self.pid
     }
 
+    /// A handle other tasks can keep (commands and signals, not the process's life).
+    #[must_use]
+    pub fn handle(&self) -> NodeHandle {
+        NodeHandle { node: self.node.clone(), pid: self.pid, commands: self.commands.clone() }
+    }
+
     /// Queues a command for the node.
     pub fn send(&self, command: NodeCommand) -> Result<(), HarnessError> {
-        self.commands
-            .try_send(command)
-            .map_err(|e| HarnessError::NodeProtocol { detail: format!("cannot send to node {}: {e}", self.node) })
+        self.handle().send(command)
     }
 
     /// Sends `signal` to the node's process group (SIGSTOP freezes it, renewal included).
     pub fn signal(&self, signal: Signal) -> Result<(), HarnessError> {
-        let pid = Pid::from_raw(self.pid).ok_or_else(|| HarnessError::NodeProtocol { detail: "bad pid".into() })?;
-        kill_process_group(pid, signal)
-            .map_err(|e| HarnessError::NodeProtocol { detail: format!("cannot signal node {}: {e}", self.node) })
+        self.handle().signal(signal)
     }
 
     /// Asks the node to stop and waits up to `grace` for it to exit; kills the group after.

@@ -115,13 +115,15 @@ fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<Hist
     if let Some(err) = &r.error {
         let _ = write!(o, "<p class=\"viol\">The run could not finish: {}</p>", esc(err));
     }
+    // The offending write of each violation: the one that arrived last (the stale write after the
+    // newer one; the second of two writes under one fence). The others are its context.
     let evidence_seqs: BTreeSet<u64> = r
         .result
         .iter()
         .flat_map(|res| res.properties.iter())
         .filter(|p| p.status == PropertyStatus::Violated)
         .flat_map(|p| p.violations.iter())
-        .flat_map(|v| v.evidence.iter().filter_map(|e| e.seq))
+        .filter_map(|v| v.evidence.iter().filter_map(|e| e.seq).max())
         .collect();
     if let Some(h) = history {
         timeline(o, i, r, h, &evidence_seqs);

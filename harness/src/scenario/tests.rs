@@ -78,3 +78,13 @@ fn bad_values_name_their_field() {
     check(&expected, Err(("expected.property", Some(6))));
     check(&OK.replace("policy = \"enforce\"", "policy = \"strict\""), Err(("-", Some(13))));
 }
+
+#[test]
+fn a_trigger_is_checked_by_name_and_target() {
+    check(&OK.replace("at_s = 5", "on = \"checkpoint-7\"\nat_s = 5"), Ok(()));
+    check(&OK.replace("at_s = 5", "on = \"acquired\"\nat_s = 5"), Ok(()));
+    check(&OK.replace("at_s = 5", "on = \"checkpoint-8\"\nat_s = 5"), Err(("faults[0].on", Some(19))));
+    check(&OK.replace("at_s = 5", "on = \"after-acquire\"\nat_s = 5"), Err(("faults[0].on", Some(19))));
+    let non_owner = OK.replace("target = \"owner\"", "target = \"non-owner\"\non = \"acquired\"");
+    check(&non_owner, Err(("faults[0].target", Some(18))));
+}

@@ -183,6 +183,40 @@ duration_s = 1
 }
 
 #[test]
+fn a_pause_triggered_right_after_checkpoint_7_lets_a_stale_write_land_without_fencing() {
+    // The seed configuration: the store only observes, fences come from Redis. The fault waits
+    // for the owner's sync point 7 and freezes it there, longer than the ttl.
+    let top = "expected = { property = \"no_stale_write\", why = \"no fencing\" }\n";
+    let tail = "\n[[faults]]\nkind = \"pause\"\ntarget = \"owner\"\non = \"checkpoint-7\"\nat_s = 1\nduration_s = 2\n";
+    let (file, dir) = scenario("seed-config-hazard", top, tail);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let text = text
+        .replace("policy = \"enforce\"", "policy = \"observe\"")
+        .replace("fence_source = \"store\"", "fence_source = \"redis\"");
+    std::fs::write(&file, text.replace("duration_s = 9", "duration_s = 12")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("run")
+        .arg(&file)
+        .arg("--report-dir")
+        .arg(dir.join("reports"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "the expected failure was observed: {stdout}");
+    assert!(stdout.starts_with("XFAIL") && stdout.contains("no_stale_write"), "{stdout}");
+    let run_dir = run_dirs(&dir).pop().unwrap();
+    let lines = history(&run_dir);
+    let fired = lines.iter().find_map(|l| match l {
+        HistoryLine::Fault(f) if f.phase == FaultPhase::Requested => Some(f.detail.clone()),
+        _ => None,
+    });
+    assert!(fired.is_some_and(|d| d.contains("checkpoint-7")), "the pause fired on the trigger");
+    let page = std::fs::read_to_string(run_dir.parent().unwrap().join("report.html")).unwrap();
+    assert!(page.contains("violation 1: ") && page.contains("PersistRecord"), "the stale write is on the timeline");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn ctrl_c_heals_records_what_was_seen_removes_the_environment_and_is_inconclusive() {
     let fault = "\n[[faults]]\nkind = \"partition\"\ntarget = \"owner\"\nlink = \"both\"\nmode = \"blackhole\"\nat_s = 2\nduration_s = 20\n";
     let (file, dir) = scenario("interrupted", "", fault);
