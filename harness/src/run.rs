@@ -416,15 +416,17 @@ async fn drive(
         })
     };
 
-    // The observer: who holds the key on each instance, every 250 ms, through docker exec.
+    // The observer: who holds the key on each instance, every 250 ms, through docker exec (a path
+    // that survives cut links and failovers); one loop per instance, so a frozen one (a paused
+    // container answers nothing) does not stop the other's samples.
     let stop_observer = CancellationToken::new();
     let observer = {
-        let (lines, stop) = (lines.clone(), stop_observer.clone());
         let key = lease_key(&ctx.tenant);
-        async move {
-            // Bounded by the run (stop).
-            while !stop.is_cancelled() {
-                for instance in ["redis-primary", "redis-replica"] {
+        let one = |instance: &'static str| {
+            let (lines, stop, key) = (lines.clone(), stop_observer.clone(), key.clone());
+            async move {
+                // Bounded by the run (stop).
+                while !stop.is_cancelled() {
                     // Stamped when the GET has answered: the holder was seen at or before then.
                     let holder = env.redis_cli(instance, &["GET", &key]).await;
                     let at_ns = mono_ns();
@@ -451,12 +453,16 @@ async fn drive(
                         },
                     };
                     push(&lines, HistoryLine::Observer(sample));
-                }
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    () = tokio::time::sleep(Duration::from_millis(250)) => {}
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        () = tokio::time::sleep(Duration::from_millis(250)) => {}
+                    }
                 }
             }
+        };
+        let (primary, replica) = (one("redis-primary"), one("redis-replica"));
+        async move {
+            tokio::join!(primary, replica);
         }
     };
 
@@ -544,7 +550,7 @@ async fn drive(
                     armed_count -= 1;
                     let f = &s.faults[i];
                     let id = i as u64 + 1;
-                    let target = if f.target.is_some() { node.clone() } else { "store".into() };
+                    let target = if f.target.is_some() { node.clone() } else { untargeted(f).to_owned() };
                     let index = node_index(&target);
                     let handle = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&index).cloned();
                     let kind = f.kind.name();
@@ -595,7 +601,7 @@ async fn drive(
                     };
                     if still {
                         armed_count -= 1;
-                        let target = f.target.clone().unwrap_or_else(|| "store".into());
+                        let target = f.target.clone().unwrap_or_else(|| untargeted(f).to_owned());
                         let why = format!(
                             "`{}` did not happen within {} ms of at_s {} s",
                             f.on.as_deref().unwrap_or(""),
@@ -738,7 +744,20 @@ fn resolve_target(f: &Fault, owner: &Mutex<Option<String>>, count: u32) -> Strin
             (1..=count).map(|i| format!("n{i}")).find(|n| *n != o).unwrap_or_else(|| "n1".into())
         }
         Some(t) => t.to_owned(),
-        None => "store".into(),
+        None => untargeted(f).into(),
+    }
+}
+
+fn stop_signal(signal: &str) -> testcontainers::bollard::query_parameters::KillContainerOptions {
+    testcontainers::bollard::query_parameters::KillContainerOptionsBuilder::new().signal(signal).build()
+}
+
+/// What a fault without a node target acts on.
+fn untargeted(f: &Fault) -> &'static str {
+    if f.kind == FaultKind::Failover {
+        "redis-primary"
+    } else {
+        "store"
     }
 }
 
@@ -876,6 +895,54 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
             }
             Err("SIGKILL sent, but the process is still running".into())
         }
+        FaultKind::Failover => {
+            use testcontainers::bollard::models::NetworkDisconnectRequest;
+            let docker = env.docker();
+            let primary = env.container("redis-primary").ok_or("no redis-primary container")?.to_owned();
+            let isolate = f.mode == Some(Mode::Isolate);
+            let began = Instant::now();
+            if isolate {
+                let req = NetworkDisconnectRequest { container: primary, force: Some(true) };
+                docker.disconnect_network(&env.network("repl"), req).await.map_err(|e| e.to_string())?;
+            } else {
+                // SIGSTOP, not `docker pause`: a `docker exec` (the observer's) racing a cgroup
+                // freeze leaves `runc init` frozen inside it and hangs the Docker daemon (seen
+                // here on 20.10); a stopped process freezes Redis alike and leaves exec working.
+                docker.kill_container(&primary, Some(stop_signal("SIGSTOP"))).await.map_err(|e| e.to_string())?;
+            }
+            // The probe: the replica itself says it is master now. Bounded by Sentinel's timings.
+            let sentinel = &ctx.s.sentinel;
+            let limit = Duration::from_millis(sentinel.down_after_ms + sentinel.failover_timeout_ms + 10_000);
+            while !env.redis_cli("redis-replica", &["ROLE"]).await.unwrap_or_default().starts_with("master") {
+                if began.elapsed() > limit {
+                    return Err(format!("Sentinel did not promote redis-replica within {} ms", limit.as_millis()));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let promoted_ms = began.elapsed().as_millis();
+            let follow = f.follow_ms.unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(follow)).await;
+            let never = f.never_follow.clone().unwrap_or_default();
+            let mut followed = Vec::new();
+            for i in 1..=ctx.s.nodes.count {
+                let n = format!("n{i}");
+                if !never.contains(&n) {
+                    proxy.set_upstream(&format!("{n}-redis"), "redis-replica:6379").await.map_err(|e| e.to_string())?;
+                    followed.push(n);
+                }
+            }
+            Ok(format!(
+                "redis-replica is master {promoted_ms} ms after the primary was {}; the Redis proxies of {} follow it \
+                 after {follow} ms{}",
+                if isolate { "cut from replication" } else { "stopped (SIGSTOP)" },
+                if followed.is_empty() { "no node".to_owned() } else { followed.join(", ") },
+                if never.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {} stay on the old primary", never.join(", "))
+                }
+            ))
+        }
         FaultKind::SlowStore | FaultKind::FailingStore => {
             // Every node's store proxy: the store itself is slow or failing, for everyone.
             let slow = f.kind == FaultKind::SlowStore;
@@ -1000,6 +1067,27 @@ async fn heal(
                 .map_or_else(|e| format!("restoring the model speed failed: {e}"), |()| "model speed restored".into()),
             None => "no such node".into(),
         },
+        FaultKind::Failover => {
+            use testcontainers::bollard::models::{EndpointSettings, NetworkConnectRequest};
+            let env = ctx.env;
+            let Some(primary) = env.container("redis-primary") else { return "no redis-primary container".into() };
+            let back = if a.fault.mode == Some(Mode::Isolate) {
+                let req = NetworkConnectRequest {
+                    container: primary.to_owned(),
+                    endpoint_config: Some(EndpointSettings {
+                        aliases: Some(vec!["redis-primary".to_owned()]),
+                        ..Default::default()
+                    }),
+                };
+                env.docker().connect_network(&env.network("repl"), req).await
+            } else {
+                env.docker().kill_container(primary, Some(stop_signal("SIGCONT"))).await
+            };
+            match back {
+                Ok(()) => "the old primary is back (Sentinel demotes it to a replica within seconds)".into(),
+                Err(e) => format!("bringing the old primary back failed: {e}"),
+            }
+        }
         FaultKind::SlowStore | FaultKind::FailingStore => {
             for i in 1..=ctx.s.nodes.count {
                 let _ = proxy.remove_toxic(&format!("n{i}-store"), &toxic_name(a.id)).await;

@@ -164,6 +164,10 @@ pub enum FaultKind {
     FailingStore,
     /// Slow model calls (`latency_ms` more per call).
     SlowModel,
+    /// Sentinel failover of the Redis primary: `mode = "pause"` (SIGSTOP) or `"isolate"`
+    /// (cut from the replication network; clients still reach it: the split-brain window). Node
+    /// proxies follow the new primary after `follow_ms`, except the `never_follow` nodes.
+    Failover,
 }
 
 impl FaultKind {
@@ -178,6 +182,7 @@ impl FaultKind {
             Self::SlowStore => "slow_store",
             Self::FailingStore => "failing_store",
             Self::SlowModel => "slow_model",
+            Self::Failover => "failover",
         }
     }
 }
@@ -208,6 +213,10 @@ pub enum Mode {
     Blackhole,
     /// Connections reset.
     Reset,
+    /// Failover: freeze the primary (SIGSTOP to its redis-server).
+    Pause,
+    /// Failover: cut the primary from the replication network only.
+    Isolate,
 }
 
 /// `[[faults]]`.
@@ -228,6 +237,10 @@ pub struct Fault {
     pub mode: Option<Mode>,
     /// Latency, for slow faults.
     pub latency_ms: Option<u64>,
+    /// Failover: how long after the promotion the nodes' Redis proxies follow the new primary.
+    pub follow_ms: Option<u64>,
+    /// Failover: nodes whose Redis proxies never follow (stale clients on the old primary).
+    pub never_follow: Option<Vec<String>>,
     /// An event trigger: from `at_s` on, wait for it and apply the fault the moment it happens
     /// (`acquired`: right after a node acquires; `checkpoint-N`: right after a node passes
     /// checkpoint N, before its next step). `duration_s` counts from then.
@@ -364,6 +377,10 @@ fn line_of(text: &str, field: &str) -> Option<usize> {
 const PROPERTIES: [&str; 6] =
     ["no_stale_write", "fence_anomaly", "sticky_loss", "single_writer", "cleanup", "liveness"];
 
+fn node_index_ok(n: &str, count: u32) -> Option<u32> {
+    n.strip_prefix('n').and_then(|n| n.parse::<u32>().ok()).filter(|i| (1..=count).contains(i))
+}
+
 fn validate(s: &Scenario) -> Result<(), (String, String)> {
     let bad = |field: &str, message: String| Err((field.to_owned(), message));
     if s.name.is_empty() || !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
@@ -398,7 +415,7 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
     let bound_s = s.liveness_bound_ms().div_ceil(1000);
     for (i, f) in s.faults.iter().enumerate() {
         let field = |k: &str| format!("faults[{i}].{k}");
-        let node_fault = !matches!(f.kind, FaultKind::SlowStore | FaultKind::FailingStore);
+        let node_fault = !matches!(f.kind, FaultKind::SlowStore | FaultKind::FailingStore | FaultKind::Failover);
         match (&f.target, node_fault) {
             (None, true) => {
                 return bad(
@@ -420,15 +437,37 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 }
             }
             (Some(_), false) => {
-                return bad(&field("target"), format!("{:?} acts on the store and takes no target", f.kind))
+                return bad(&field("target"), format!("{} acts on the store or Redis and takes no target", f.kind))
             }
             (None, false) => {}
         }
-        if f.kind == FaultKind::Partition && (f.link.is_none() || f.mode.is_none()) {
+        if f.kind == FaultKind::Partition
+            && (f.link.is_none() || !matches!(f.mode, Some(Mode::Blackhole | Mode::Reset)))
+        {
             return bad(
                 &field(if f.link.is_none() { "link" } else { "mode" }),
                 "a partition needs `link` (redis, store, both) and `mode` (blackhole, reset)".into(),
             );
+        }
+        if f.kind == FaultKind::Failover && !matches!(f.mode, Some(Mode::Pause | Mode::Isolate)) {
+            return bad(
+                &field("mode"),
+                "a failover needs `mode`: pause (SIGSTOP the primary) or isolate (cut it from replication)".into(),
+            );
+        }
+        if f.kind != FaultKind::Failover && (f.follow_ms.is_some() || f.never_follow.is_some()) {
+            return bad(
+                &field(if f.follow_ms.is_some() { "follow_ms" } else { "never_follow" }),
+                "only a failover takes follow_ms and never_follow".into(),
+            );
+        }
+        for n in f.never_follow.iter().flatten() {
+            if node_index_ok(n, s.nodes.count).is_none() {
+                return bad(
+                    &field("never_follow"),
+                    format!("`{n}` is not a node of this scenario (n1..n{})", s.nodes.count),
+                );
+            }
         }
         if matches!(f.kind, FaultKind::SlowStore | FaultKind::SlowModel) && f.latency_ms.is_none() {
             return bad(&field("latency_ms"), format!("{:?} needs latency_ms", f.kind));

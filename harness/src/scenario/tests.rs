@@ -88,3 +88,15 @@ fn a_trigger_is_checked_by_name_and_target() {
     let non_owner = OK.replace("target = \"owner\"", "target = \"non-owner\"\non = \"acquired\"");
     check(&non_owner, Err(("faults[0].target", Some(18))));
 }
+
+#[test]
+fn a_failover_needs_its_mode_and_takes_no_node_target() {
+    let failover = OK.replace("kind = \"pause\"\ntarget = \"owner\"", "kind = \"failover\"\nmode = \"isolate\"");
+    check(&failover, Ok(()));
+    check(&failover.replace("mode = \"isolate\"", "mode = \"blackhole\""), Err(("faults[0].mode", Some(18))));
+    check(
+        &failover.replace("mode = \"isolate\"", "mode = \"isolate\"\nnever_follow = [\"n7\"]"),
+        Err(("faults[0].never_follow", Some(19))),
+    );
+    check(&OK.replace("at_s = 5", "follow_ms = 10\nat_s = 5"), Err(("faults[0].follow_ms", Some(19))));
+}
