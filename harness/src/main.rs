@@ -58,6 +58,16 @@ enum Command {
         #[arg(long, requires = "env_id")]
         redis_password_file: Option<std::path::PathBuf>,
     },
+    /// Re-run a recorded run exactly: its scenario as run, its seed, and its schedule as executed
+    /// (the same faults on the same nodes at the same times; triggers and random draws replaced
+    /// by what they resolved to). Exit codes as for `run`.
+    Repro {
+        /// A run directory (`reports-out/latest/02-owner-cut-from-redis`).
+        dir: std::path::PathBuf,
+        /// Where the new run directory goes.
+        #[arg(long, default_value = "reports-out")]
+        report_dir: std::path::PathBuf,
+    },
     /// List scenarios (files or directories) with their one-line descriptions; exit 2 if any is
     /// invalid, naming file, line and field.
     List {
@@ -236,6 +246,17 @@ async fn run_scenarios(
         eprintln!("error: no scenario files (*.toml) under {paths:?}");
         return Ok(ExitCode::from(2));
     }
+    run_loaded(scenarios, report_dir, opts, repeat, max_duration).await
+}
+
+/// Runs loaded scenarios as one suite.
+async fn run_loaded(
+    scenarios: Vec<(std::path::PathBuf, leasequake::scenario::Scenario)>,
+    report_dir: &std::path::Path,
+    opts: &leasequake::run::RunOptions,
+    repeat: u32,
+    max_duration: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
     if let Some(a) = &opts.attach {
         // Before anything starts: the environment exists, answers, takes the password, and has
         // proxy ports for the largest scenario.
@@ -321,7 +342,7 @@ async fn run_scenarios(
                 dir.display()
             );
             if run.verdict() != leasequake_reports::Verdict::Pass {
-                println!("  repro: {}", run.repro);
+                println!("  repro: leasequake repro {}   (or, from the scenario file: {})", dir.display(), run.repro);
             }
             suite.add(run, &versions);
         }
@@ -489,6 +510,33 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 progress: leasequake::progress::Progress::stderr(),
             };
             run_scenarios(&paths, &report_dir, &opts, repeat, max_duration).await
+        }
+        Command::Repro { dir, report_dir } => {
+            let scenario = match leasequake::scenario::replay(&dir) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            let (lines, _) = leasequake::history::read(&dir.join(leasequake::history::HISTORY_FILE))?;
+            let Some(leasequake_reports::history::HistoryLine::Header(h)) = lines.first() else {
+                eprintln!("error: {} has no history header: not a run directory", dir.display());
+                return Ok(ExitCode::from(2));
+            };
+            let opts = leasequake::run::RunOptions {
+                seed: Some(h.seed),
+                node_cmd: None,
+                attach: None,
+                progress: leasequake::progress::Progress::stderr(),
+            };
+            eprintln!(
+                "replaying {} with seed {} and its {} recorded faults",
+                scenario.name,
+                h.seed,
+                scenario.faults.len()
+            );
+            run_loaded(vec![(dir.join("scenario.toml"), scenario)], &report_dir, &opts, 1, None).await
         }
         Command::List { paths } => {
             let paths = if paths.is_empty() { vec![std::path::PathBuf::from("scenarios")] } else { paths };

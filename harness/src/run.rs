@@ -33,6 +33,9 @@ use crate::progress::Progress;
 use crate::scenario::{Fault, FaultKind, Link, Mode, Scenario, Trigger};
 use crate::supervisor::{NodeHandle, NodeProcess, Received};
 
+/// The schedule as executed, in each run directory (what `leasequake repro` replays).
+pub const SCHEDULE_FILE: &str = "schedule.json";
+
 /// How to run: everything that is not in the scenario file.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -224,6 +227,8 @@ fn lease_key(tenant: &str) -> String {
 
 struct Ctx<'a> {
     s: &'a Scenario,
+    /// The schedule: the file's faults and the drawn ones.
+    faults: Vec<Fault>,
     seed: u64,
     env: &'a Environment,
     dir: &'a Path,
@@ -259,7 +264,7 @@ impl Ctx<'_> {
                 prepare_ms: s.pipeline.prepare_ms,
                 checkpoints: s.pipeline.checkpoints.clone(),
                 sync_points: {
-                    let mut v: Vec<u8> = s
+                    let mut v: Vec<u8> = self
                         .faults
                         .iter()
                         .filter_map(|f| match f.trigger() {
@@ -348,6 +353,7 @@ async fn drive(
     let (events, _) = broadcast::channel::<Arc<Received>>(4096);
     let ctx = Ctx {
         s,
+        faults: s.schedule(seed),
         seed,
         env,
         dir,
@@ -525,15 +531,31 @@ async fn drive(
     // The schedule: every apply, arm, expiry and heal on one timeline, in time order (heals
     // first when several fall together), so faults can overlap; a trigger firing adds its heal.
     let schedule = async {
+        let faults = &ctx.faults;
         let t0 = Instant::now();
         let now_ms = || t0.elapsed().as_millis() as u64;
+        // The schedule as executed (resolved targets, actual times): what `leasequake repro` replays.
+        let mut executed: Vec<serde_json::Value> = Vec::new();
+        let record = |executed: &mut Vec<serde_json::Value>, f: &Fault, target: &str, at_ms: u64| {
+            executed.push(serde_json::json!({
+                "kind": f.kind.name(),
+                "target": if f.target.is_some() { Some(target) } else { None },
+                "at_ms": at_ms,
+                "duration_ms": f.duration_ms(),
+                "link": f.link.map(|l| format!("{l:?}").to_lowercase()),
+                "mode": f.mode.map(|m| format!("{m:?}").to_lowercase()),
+                "latency_ms": f.latency_ms,
+                "follow_ms": f.follow_ms,
+                "never_follow": f.never_follow,
+            }));
+        };
         let bound_ms = s.liveness_bound_ms();
         // (at ms, order: 0 heal, 1 expire, 2 apply or arm, fault index)
         let mut steps: BinaryHeap<Reverse<(u64, u8, usize)>> = BinaryHeap::new();
-        for (i, f) in s.faults.iter().enumerate() {
-            steps.push(Reverse((f.at_s * 1000, 2, i)));
+        for (i, f) in faults.iter().enumerate() {
+            steps.push(Reverse((f.at_ms(), 2, i)));
             if f.trigger().is_none() {
-                steps.push(Reverse(((f.at_s + f.duration_s) * 1000, 0, i)));
+                steps.push(Reverse((f.at_ms() + f.duration_ms(), 0, i)));
             }
         }
         let mut active: BTreeMap<usize, Applied> = BTreeMap::new();
@@ -548,7 +570,7 @@ async fn drive(
                 () = cancel.cancelled() => break,
                 Some((i, node, done)) = hit_rx.recv() => {
                     armed_count -= 1;
-                    let f = &s.faults[i];
+                    let f = &faults[i];
                     let id = i as u64 + 1;
                     let target = if f.target.is_some() { node.clone() } else { untargeted(f).to_owned() };
                     let index = node_index(&target);
@@ -556,6 +578,7 @@ async fn drive(
                     let kind = f.kind.name();
                     let on = f.on.clone().unwrap_or_default();
                     push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, format!("triggered: {node} {on}")));
+                    record(&mut executed, f, &target, now_ms());
                     match apply(&ctx, id, f, index, handle.as_ref()).await {
                         Ok(detail) => {
                             info!(fault = id, node = %target, %detail, "fault verified");
@@ -570,7 +593,7 @@ async fn drive(
                     }
                     let _ = done.send(());
                     active.insert(i, Applied { id, fault: f.clone(), target, index });
-                    steps.push(Reverse((now_ms() + f.duration_s * 1000, 0, i)));
+                    steps.push(Reverse((now_ms() + f.duration_ms(), 0, i)));
                     continue;
                 }
                 () = async { match next { Some(at) => tokio::time::sleep_until(at.into()).await, None => std::future::pending().await } } => {
@@ -578,7 +601,7 @@ async fn drive(
                 }
             };
             let Some((_, order, i)) = step else { continue };
-            let f = &s.faults[i];
+            let f = &faults[i];
             let id = i as u64 + 1;
             match (order, f.trigger()) {
                 (0, _) => {
@@ -627,6 +650,7 @@ async fn drive(
                     let target = resolve_target(f, &owner, s.nodes.count);
                     let kind = f.kind.name();
                     push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, String::new()));
+                    record(&mut executed, f, &target, now_ms());
                     let index = node_index(&target);
                     let handle = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&index).cloned();
                     match apply(&ctx, id, f, index, handle.as_ref()).await {
@@ -660,6 +684,8 @@ async fn drive(
         }
         let end = t0 + Duration::from_secs(s.duration_s);
         tokio::select! { () = cancel.cancelled() => {}, () = tokio::time::sleep_until(end.into()) => {} }
+        let schedule = serde_json::to_vec_pretty(&executed).unwrap_or_default();
+        let _ = write_atomically(&dir.join(SCHEDULE_FILE), &schedule);
         (nodes, still_applied)
     };
     let schedule = async {
@@ -843,7 +869,7 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
         }
         FaultKind::StallRenewal => {
             let n = node.ok_or("no such node")?;
-            n.send(NodeCommand::StallRenewal { ms: f.duration_s * 1000 }).map_err(|e| e.to_string())?;
+            n.send(NodeCommand::StallRenewal { ms: f.duration_ms() }).map_err(|e| e.to_string())?;
             verify_stalled(ctx, n.node()).await
         }
         FaultKind::SlowModel => {

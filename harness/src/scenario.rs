@@ -52,6 +52,25 @@ pub struct Scenario {
     /// Faults, in schedule order.
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// Faults drawn from the seed, added to `faults` at run time.
+    pub random: Option<Random>,
+}
+
+/// `[random]`: a seeded random schedule within bounds (drawn with ChaCha8, version-stable).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Random {
+    /// How many faults to draw.
+    pub faults: u32,
+    /// Which kinds to draw from (partition, pause, stall_renewal, crash, slow_store,
+    /// failing_store, slow_model).
+    pub kinds: Vec<FaultKind>,
+    /// No fault starts before this.
+    pub from_s: u64,
+    /// Every fault is healed by this.
+    pub until_s: u64,
+    /// Longest fault.
+    pub max_duration_s: u64,
 }
 
 /// `expected`.
@@ -241,6 +260,9 @@ pub struct Fault {
     pub follow_ms: Option<u64>,
     /// Failover: nodes whose Redis proxies never follow (stale clients on the old primary).
     pub never_follow: Option<Vec<String>>,
+    /// Exact times (start, duration) in ms, for drawn and replayed schedules (not in files).
+    #[serde(skip)]
+    pub exact_ms: Option<(u64, u64)>,
     /// An event trigger: from `at_s` on, wait for it and apply the fault the moment it happens
     /// (`acquired`: right after a node acquires; `checkpoint-N`: right after a node passes
     /// checkpoint N, before its next step). `duration_s` counts from then.
@@ -257,6 +279,18 @@ pub enum Trigger {
 }
 
 impl Fault {
+    /// When it is applied (or armed), ms from the start.
+    #[must_use]
+    pub fn at_ms(&self) -> u64 {
+        self.exact_ms.map_or(self.at_s * 1000, |e| e.0)
+    }
+
+    /// How long it lasts, ms.
+    #[must_use]
+    pub fn duration_ms(&self) -> u64 {
+        self.exact_ms.map_or(self.duration_s * 1000, |e| e.1)
+    }
+
     /// The trigger, if the fault has a valid one.
     #[must_use]
     pub fn trigger(&self) -> Option<Trigger> {
@@ -298,6 +332,83 @@ impl Scenario {
     pub fn expected_failure(&self) -> Option<ExpectedFailure> {
         self.expected.as_ref().map(|e| ExpectedFailure { property: e.property.clone(), why: e.why.clone() })
     }
+}
+
+impl Scenario {
+    /// The faults a run applies: the file's, then `count` drawn from `seed` (ChaCha8: the same
+    /// seed draws the same schedule on every machine and version of this code).
+    #[must_use]
+    pub fn schedule(&self, seed: u64) -> Vec<Fault> {
+        use rand::{Rng, SeedableRng};
+        let mut faults = self.faults.clone();
+        let Some(r) = &self.random else { return faults };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        for _ in 0..r.faults {
+            let kind = r.kinds[rng.random_range(0..r.kinds.len())];
+            let duration_ms = rng.random_range(500..=r.max_duration_s * 1000);
+            let at_ms = rng.random_range(r.from_s * 1000..=r.until_s * 1000 - duration_ms);
+            let node_fault = !matches!(kind, FaultKind::SlowStore | FaultKind::FailingStore);
+            let target = node_fault.then(|| match rng.random_range(0..=self.nodes.count + 1) {
+                0 | 1 => "owner".to_owned(),
+                n => format!("n{}", n - 1),
+            });
+            let partition = kind == FaultKind::Partition;
+            faults.push(Fault {
+                kind,
+                target,
+                at_s: at_ms / 1000,
+                duration_s: duration_ms.div_ceil(1000),
+                link: partition.then(|| [Link::Redis, Link::Store, Link::Both][rng.random_range(0..3)]),
+                mode: partition.then(|| if rng.random_bool(0.5) { Mode::Blackhole } else { Mode::Reset }),
+                latency_ms: matches!(kind, FaultKind::SlowStore | FaultKind::SlowModel)
+                    .then(|| rng.random_range(100..=800)),
+                follow_ms: None,
+                never_follow: None,
+                exact_ms: Some((at_ms, duration_ms)),
+                on: None,
+            });
+        }
+        faults
+    }
+}
+
+/// The scenario of a recorded run, with its schedule as executed (`schedule.json`): the same
+/// faults on the same targets at the same times, no triggers, nothing drawn again.
+pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
+    let mut s = load(&run_dir.join("scenario.toml"))?;
+    let file = run_dir.join("schedule.json");
+    let problem = |message: String| ScenarioError { file: file.clone(), line: None, field: "-".into(), message };
+    let text =
+        std::fs::read_to_string(&file).map_err(|e| problem(format!("cannot read: {e} (is this a run directory?)")))?;
+    let steps: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| problem(e.to_string()))?;
+    let mut faults = Vec::new();
+    for (i, v) in steps.iter().enumerate() {
+        let field = |k: &str| -> Result<Option<serde_json::Value>, ScenarioError> {
+            Ok(v.get(k).cloned().filter(|x| !x.is_null()))
+        };
+        let parse = |k: &str| -> Result<Option<serde_json::Value>, ScenarioError> { field(k) };
+        let kind: FaultKind = serde_json::from_value(parse("kind")?.unwrap_or_default())
+            .map_err(|e| problem(format!("step {i}: kind: {e}")))?;
+        let num = |k: &str| parse(k).ok().flatten().and_then(|x| x.as_u64());
+        let (at_ms, duration_ms) = (num("at_ms").unwrap_or(0), num("duration_ms").unwrap_or(1000));
+        let enum_of = |k: &str| parse(k).ok().flatten();
+        faults.push(Fault {
+            kind,
+            target: parse("target")?.and_then(|t| t.as_str().map(str::to_owned)),
+            at_s: at_ms / 1000,
+            duration_s: duration_ms.div_ceil(1000),
+            link: enum_of("link").and_then(|l| serde_json::from_value(l).ok()),
+            mode: enum_of("mode").and_then(|m| serde_json::from_value(m).ok()),
+            latency_ms: num("latency_ms"),
+            follow_ms: num("follow_ms"),
+            never_follow: enum_of("never_follow").and_then(|n| serde_json::from_value(n).ok()),
+            exact_ms: Some((at_ms, duration_ms)),
+            on: None,
+        });
+    }
+    s.faults = faults;
+    s.random = None;
+    Ok(s)
 }
 
 /// Reads and validates a scenario file.
@@ -496,6 +607,36 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
             return bad(
                 &field("at_s"),
                 format!("heals at {healed} s, but the liveness bound needs {bound_s} s more and the run lasts {} s: lengthen duration_s to at least {}", s.duration_s, healed + bound_s),
+            );
+        }
+    }
+    if let Some(r) = &s.random {
+        if r.faults == 0 || r.faults > 64 {
+            return bad("random.faults", format!("{} is not between 1 and 64", r.faults));
+        }
+        if r.kinds.is_empty() {
+            return bad("random.kinds", "name at least one fault kind to draw from".into());
+        }
+        if let Some(k) = r.kinds.iter().find(|k| **k == FaultKind::Failover) {
+            return bad("random.kinds", format!("{k} is not drawn at random (it needs its own mode and timings)"));
+        }
+        if r.max_duration_s == 0 || r.from_s + r.max_duration_s > r.until_s {
+            return bad(
+                "random.until_s",
+                format!(
+                    "from_s {} + max_duration_s {} must fit before until_s {}",
+                    r.from_s, r.max_duration_s, r.until_s
+                ),
+            );
+        }
+        if r.until_s + bound_s > s.duration_s {
+            return bad(
+                "random.until_s",
+                format!(
+                    "the liveness bound needs {bound_s} s after until_s {}: lengthen duration_s to at least {}",
+                    r.until_s,
+                    r.until_s + bound_s
+                ),
             );
         }
     }

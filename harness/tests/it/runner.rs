@@ -96,7 +96,10 @@ fn a_missing_expected_failure_fails_with_exit_1_and_a_repro_line() {
     let (code, out, dir) =
         run("expects-stale", "expected = { property = \"no_stale_write\", why = \"shown on purpose\" }\n", "");
     assert_eq!(code, Some(1), "{out}");
-    assert!(out.starts_with("FAIL") && out.contains("repro: leasequake run"), "{out}");
+    assert!(
+        out.starts_with("FAIL") && out.contains("repro: leasequake repro ") && out.contains("leasequake run "),
+        "{out}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -245,6 +248,47 @@ fn a_sentinel_failover_is_verified_by_the_promoted_replica_and_the_nodes_follow_
     });
     assert!(promoted, "the observer saw the replica as master");
     assert_eq!(out.status.code(), Some(0), "{stdout}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_random_schedule_is_recorded_and_repro_replays_it_exactly() {
+    let random =
+        "\n[random]\nfaults = 2\nkinds = [\"partition\", \"pause\"]\nfrom_s = 1\nuntil_s = 4\nmax_duration_s = 2\n";
+    let (code, out, dir) = run_with("drawn", "", random, &["--seed", "7"]);
+    assert!(code.is_some(), "{out}");
+    let first = run_dirs(&dir).pop().unwrap();
+    let schedule = |d: &std::path::Path| -> Vec<serde_json::Value> {
+        serde_json::from_slice(&std::fs::read(d.join("schedule.json")).unwrap()).unwrap()
+    };
+    let drawn = schedule(&first);
+    assert_eq!(drawn.len(), 2, "two faults drawn and executed: {drawn:?}");
+    let replay = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("repro")
+        .arg(&first)
+        .arg("--report-dir")
+        .arg(dir.join("replayed"))
+        .output()
+        .unwrap();
+    let replay_out = String::from_utf8_lossy(&replay.stdout);
+    assert!(replay.status.code().is_some(), "{replay_out}");
+    let latest = dir.join("replayed").join("latest");
+    let second = std::fs::read_dir(latest).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
+    let replayed = schedule(&second);
+    assert_eq!(replayed.len(), drawn.len(), "{replayed:?}");
+    for (a, b) in drawn.iter().zip(&replayed) {
+        for k in ["kind", "target", "duration_ms", "link", "mode"] {
+            assert_eq!(a[k], b[k], "{k}: {a} vs {b}");
+        }
+        let (x, y) = (a["at_ms"].as_u64().unwrap() as i64, b["at_ms"].as_u64().unwrap() as i64);
+        assert!((x - y).abs() < 500, "the same time: {a} vs {b}");
+        assert!(b["target"].is_null() || b["target"].as_str().unwrap().starts_with('n'), "a resolved node, not a role");
+    }
+    let header = |d: &std::path::Path| match history(d).remove(0) {
+        HistoryLine::Header(h) => h.seed,
+        _ => panic!("no header"),
+    };
+    assert_eq!(header(&first), header(&second), "the same seed");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
