@@ -780,7 +780,7 @@ fn stop_signal(signal: &str) -> testcontainers::bollard::query_parameters::KillC
 
 /// What a fault without a node target acts on.
 fn untargeted(f: &Fault) -> &'static str {
-    if f.kind == FaultKind::Failover {
+    if matches!(f.kind, FaultKind::Failover | FaultKind::RedisRestart) {
         "redis-primary"
     } else {
         "store"
@@ -921,6 +921,43 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
             }
             Err("SIGKILL sent, but the process is still running".into())
         }
+        FaultKind::RedisRestart => {
+            let docker = env.docker();
+            let primary = env.container("redis-primary").ok_or("no redis-primary container")?.to_owned();
+            let run_id = |info: String| {
+                info.lines().find_map(|l| l.strip_prefix("run_id:")).map(|r| r.trim().to_owned()).unwrap_or_default()
+            };
+            let before = run_id(env.redis_cli("redis-primary", &["INFO", "server"]).await.map_err(|e| e.to_string())?);
+            let began = Instant::now();
+            docker.kill_container(&primary, Some(stop_signal("SIGKILL"))).await.map_err(|e| e.to_string())?;
+            // Bounded: the container must be seen stopped before it is started again.
+            for _ in 0..100 {
+                let running =
+                    docker.inspect_container(&primary, None).await.ok().and_then(|i| i.state).and_then(|s| s.running);
+                if running != Some(true) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            docker.start_container(&primary, None).await.map_err(|e| e.to_string())?;
+            // The probe: a new Redis process (another run_id) answers, with an empty dataset.
+            while began.elapsed() < Duration::from_secs(15) {
+                if let Ok(info) = env.redis_cli("redis-primary", &["INFO", "server"]).await {
+                    let after = run_id(info);
+                    if !after.is_empty() && after != before {
+                        return Ok(format!(
+                            "redis-primary killed and started again in {} ms: run_id {} -> {} (no persistence: its \
+                             dataset, the lease key and the fence counter, started empty)",
+                            began.elapsed().as_millis(),
+                            &before[..8.min(before.len())],
+                            &after[..8.min(after.len())]
+                        ));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err("redis-primary did not come back with a new process within 15 s".into())
+        }
         FaultKind::Failover => {
             use testcontainers::bollard::models::NetworkDisconnectRequest;
             let docker = env.docker();
@@ -946,6 +983,11 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             let promoted_ms = began.elapsed().as_millis();
+            // What the new primary knows of the lease (an acknowledged, unreplicated key is lost).
+            let key = lease_key(&ctx.tenant);
+            let new_holder = env.redis_cli("redis-replica", &["GET", &key]).await.unwrap_or_default();
+            let new_holder =
+                if new_holder.trim().is_empty() { "no lease key".to_owned() } else { new_holder.trim().to_owned() };
             let follow = f.follow_ms.unwrap_or(0);
             tokio::time::sleep(Duration::from_millis(follow)).await;
             let never = f.never_follow.clone().unwrap_or_default();
@@ -958,8 +1000,8 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
                 }
             }
             Ok(format!(
-                "redis-replica is master {promoted_ms} ms after the primary was {}; the Redis proxies of {} follow it \
-                 after {follow} ms{}",
+                "redis-replica is master {promoted_ms} ms after the primary was {} (it holds {new_holder}); the Redis \
+                 proxies of {} follow it after {follow} ms{}",
                 if isolate { "cut from replication" } else { "stopped (SIGSTOP)" },
                 if followed.is_empty() { "no node".to_owned() } else { followed.join(", ") },
                 if never.is_empty() {
@@ -984,7 +1026,25 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
                     .await
                     .map_err(|e| e.to_string())?;
             }
-            let port = env.proxy_ports[1];
+            // Probe through a store proxy that carries no other fault's toxic (faults overlap); if
+            // every one does, the effect of this one cannot be told apart: not verified.
+            let mut clean = None;
+            for i in 1..=ctx.s.nodes.count {
+                let name = format!("n{i}-store");
+                if let Ok((200, body)) = proxy.request("GET", &format!("/proxies/{name}/toxics"), None).await {
+                    let toxics: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap_or_default();
+                    if toxics.iter().all(|t| t["name"] == toxic_name(id).as_str()) {
+                        clean = Some((i, name));
+                        break;
+                    }
+                }
+            }
+            let Some((i, probe_name)) = clean else {
+                return Err(
+                    "every store proxy also carries another fault's toxic: this one's effect cannot be probed".into()
+                );
+            };
+            let port = env.proxy_ports[2 * (i as usize - 1) + 1];
             if slow {
                 let t = Instant::now();
                 let answer =
@@ -992,16 +1052,16 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
                 let took = t.elapsed().as_millis() as u64;
                 match answer {
                     Ok((200, _)) if took >= latency => {
-                        Ok(format!("store health answered in {took} ms through n1-store (>= {latency} ms)"))
+                        Ok(format!("store health answered in {took} ms through {probe_name} (>= {latency} ms)"))
                     }
                     other => Err(format!(
-                        "the probe through n1-store answered {other:?} in {took} ms, expected >= {latency} ms"
+                        "the probe through {probe_name} answered {other:?} in {took} ms, expected >= {latency} ms"
                     )),
                 }
             } else {
                 match probe(port).await {
-                    got @ ("reset" | "closed" | "refused") => Ok(format!("n1-store: probe {got}")),
-                    got => Err(format!("n1-store: the probe got `{got}` through a failing store")),
+                    got @ ("reset" | "closed" | "refused") => Ok(format!("{probe_name}: probe {got}")),
+                    got => Err(format!("{probe_name}: the probe got `{got}` through a failing store")),
                 }
             }
         }
@@ -1093,6 +1153,7 @@ async fn heal(
                 .map_or_else(|e| format!("restoring the model speed failed: {e}"), |()| "model speed restored".into()),
             None => "no such node".into(),
         },
+        FaultKind::RedisRestart => "nothing to undo: the data is gone for good".into(),
         FaultKind::Failover => {
             use testcontainers::bollard::models::{EndpointSettings, NetworkConnectRequest};
             let env = ctx.env;

@@ -187,6 +187,9 @@ pub enum FaultKind {
     /// (cut from the replication network; clients still reach it: the split-brain window). Node
     /// proxies follow the new primary after `follow_ms`, except the `never_follow` nodes.
     Failover,
+    /// Kill the Redis primary (SIGKILL) and start it again: no persistence, so the lease key and
+    /// the fence counter are gone (the replica resyncs from the empty primary).
+    RedisRestart,
 }
 
 impl FaultKind {
@@ -202,6 +205,7 @@ impl FaultKind {
             Self::FailingStore => "failing_store",
             Self::SlowModel => "slow_model",
             Self::Failover => "failover",
+            Self::RedisRestart => "redis_restart",
         }
     }
 }
@@ -343,11 +347,34 @@ impl Scenario {
         let mut faults = self.faults.clone();
         let Some(r) = &self.random else { return faults };
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let store_wide = |k: FaultKind| matches!(k, FaultKind::SlowStore | FaultKind::FailingStore);
+        let mut store_windows: Vec<(u64, u64)> = Vec::new();
         for _ in 0..r.faults {
-            let kind = r.kinds[rng.random_range(0..r.kinds.len())];
-            let duration_ms = rng.random_range(500..=r.max_duration_s * 1000);
-            let at_ms = rng.random_range(r.from_s * 1000..=r.until_s * 1000 - duration_ms);
-            let node_fault = !matches!(kind, FaultKind::SlowStore | FaultKind::FailingStore);
+            // Two store-wide faults at once cannot be told apart by any probe: a store-wide draw
+            // that overlaps another is drawn again (bounded), so every drawn fault is verifiable.
+            let mut draw = || {
+                let kind = r.kinds[rng.random_range(0..r.kinds.len())];
+                let duration_ms = rng.random_range(500..=r.max_duration_s * 1000);
+                let at_ms = rng.random_range(r.from_s * 1000..=r.until_s * 1000 - duration_ms);
+                (kind, duration_ms, at_ms)
+            };
+            let mut drawn = draw();
+            for _ in 0..20 {
+                let (kind, d, at) = drawn;
+                if !store_wide(kind) || store_windows.iter().all(|(a, b)| at + d <= *a || *b <= at) {
+                    break;
+                }
+                drawn = draw();
+            }
+            let (kind, duration_ms, at_ms) = drawn;
+            if store_wide(kind) {
+                if store_windows.iter().any(|(a, b)| at_ms < *b && *a < at_ms + duration_ms) {
+                    continue;
+                }
+                store_windows.push((at_ms, at_ms + duration_ms));
+            }
+            let node_fault = !store_wide(kind);
+            // (failover and redis_restart are refused in `kinds` by validation)
             let target = node_fault.then(|| match rng.random_range(0..=self.nodes.count + 1) {
                 0 | 1 => "owner".to_owned(),
                 n => format!("n{}", n - 1),
@@ -526,7 +553,10 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
     let bound_s = s.liveness_bound_ms().div_ceil(1000);
     for (i, f) in s.faults.iter().enumerate() {
         let field = |k: &str| format!("faults[{i}].{k}");
-        let node_fault = !matches!(f.kind, FaultKind::SlowStore | FaultKind::FailingStore | FaultKind::Failover);
+        let node_fault = !matches!(
+            f.kind,
+            FaultKind::SlowStore | FaultKind::FailingStore | FaultKind::Failover | FaultKind::RedisRestart
+        );
         match (&f.target, node_fault) {
             (None, true) => {
                 return bad(
@@ -617,7 +647,7 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
         if r.kinds.is_empty() {
             return bad("random.kinds", "name at least one fault kind to draw from".into());
         }
-        if let Some(k) = r.kinds.iter().find(|k| **k == FaultKind::Failover) {
+        if let Some(k) = r.kinds.iter().find(|k| matches!(k, FaultKind::Failover | FaultKind::RedisRestart)) {
             return bad("random.kinds", format!("{k} is not drawn at random (it needs its own mode and timings)"));
         }
         if r.max_duration_s == 0 || r.from_s + r.max_duration_s > r.until_s {

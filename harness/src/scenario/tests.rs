@@ -135,3 +135,24 @@ fn a_random_section_is_checked() {
     assert_eq!(field(RANDOM.replace("\"pause\"", "\"failover\"")), "random.kinds");
     assert_eq!(field(RANDOM.replace("until_s = 12", "until_s = 40")), "random.until_s");
 }
+
+#[test]
+fn drawn_store_wide_faults_never_overlap_so_each_can_be_probed() {
+    let many = RANDOM
+        .replace("faults = 4", "faults = 8")
+        .replace("\"pause\", \"slow_store\"", "\"failing_store\", \"slow_store\"");
+    let s = parse(Path::new("s.toml"), &format!("{OK}{many}")).unwrap();
+    for seed in 0..300 {
+        let store: Vec<(u64, u64)> = s
+            .schedule(seed)
+            .iter()
+            .filter(|f| f.target.is_none())
+            .map(|f| f.exact_ms.map(|(a, d)| (a, a + d)).unwrap())
+            .collect();
+        for (i, a) in store.iter().enumerate() {
+            for b in &store[i + 1..] {
+                assert!(a.1 <= b.0 || b.1 <= a.0, "seed {seed}: {a:?} overlaps {b:?}");
+            }
+        }
+    }
+}

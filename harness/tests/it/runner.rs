@@ -92,6 +92,22 @@ fn a_clean_run_passes_with_exit_0_and_leaves_a_history_and_verdicts() {
 }
 
 #[test]
+fn node_cmd_runs_the_scenario_with_another_implementation_of_the_node_protocol() {
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/python-node-venv/bin/python");
+    let node = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python-node/node.py");
+    let cmd = format!("{python} {node}");
+    let (code, out, dir) = run_with("python-nodes", "", "", &["--node-cmd", &cmd]);
+    assert_eq!(code, Some(0), "{out}");
+    let lines = history(&run_dirs(&dir).pop().unwrap());
+    let python_spoke = lines.iter().any(|l| {
+        matches!(l, HistoryLine::Node { event, .. }
+            if matches!(&event.kind, EventKind::Hello { implementation, .. } if implementation.contains("python")))
+    });
+    assert!(python_spoke, "the nodes were the Python ones");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn a_missing_expected_failure_fails_with_exit_1_and_a_repro_line() {
     let (code, out, dir) =
         run("expects-stale", "expected = { property = \"no_stale_write\", why = \"shown on purpose\" }\n", "");
@@ -289,6 +305,22 @@ fn a_random_schedule_is_recorded_and_repro_replays_it_exactly() {
         _ => panic!("no header"),
     };
     assert_eq!(header(&first), header(&second), "the same seed");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_redis_restart_without_persistence_is_verified_by_a_new_process_and_store_fences_keep_order() {
+    let tail = "\n[sentinel]\ndown_after_ms = 5000\nfailover_timeout_ms = 15000\n\n[[faults]]\nkind = \"redis_restart\"\nat_s = 3\nduration_s = 1\n";
+    let (code, out, dir) = run("restart", "", tail);
+    let lines = history(&run_dirs(&dir).pop().unwrap());
+    let verified = lines.iter().find_map(|l| match l {
+        HistoryLine::Fault(f) if f.phase == FaultPhase::Verified => Some(f.detail.clone()),
+        _ => None,
+    });
+    assert!(verified.is_some_and(|d| d.contains("killed and started again") && d.contains("->")), "{out}");
+    // The lease key and Redis's fence counter are gone; the store issues the fences here, so
+    // every property holds (hazards/redis-fences-after-redis-restart shows Redis's own fences).
+    assert_eq!(code, Some(0), "{out}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
