@@ -963,8 +963,17 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
             let docker = env.docker();
             let primary = env.container("redis-primary").ok_or("no redis-primary container")?.to_owned();
             let isolate = f.mode == Some(Mode::Isolate);
+            let manual = f.mode == Some(Mode::Manual);
             let began = Instant::now();
-            if isolate {
+            if manual {
+                let answer = env
+                    .redis_cli("sentinel-1", &["SENTINEL", "FAILOVER", crate::env::MASTER_NAME])
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !answer.trim().eq_ignore_ascii_case("ok") {
+                    return Err(format!("SENTINEL FAILOVER answered `{}`", answer.trim()));
+                }
+            } else if isolate {
                 let req = NetworkDisconnectRequest { container: primary, force: Some(true) };
                 docker.disconnect_network(&env.network("repl"), req).await.map_err(|e| e.to_string())?;
             } else {
@@ -1002,7 +1011,13 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
             Ok(format!(
                 "redis-replica is master {promoted_ms} ms after the primary was {} (it holds {new_holder}); the Redis \
                  proxies of {} follow it after {follow} ms{}",
-                if isolate { "cut from replication" } else { "stopped (SIGSTOP)" },
+                if manual {
+                    "handed over (SENTINEL FAILOVER)"
+                } else if isolate {
+                    "cut from replication"
+                } else {
+                    "stopped (SIGSTOP)"
+                },
                 if followed.is_empty() { "no node".to_owned() } else { followed.join(", ") },
                 if never.is_empty() {
                     String::new()
@@ -1158,6 +1173,9 @@ async fn heal(
             use testcontainers::bollard::models::{EndpointSettings, NetworkConnectRequest};
             let env = ctx.env;
             let Some(primary) = env.container("redis-primary") else { return "no redis-primary container".into() };
+            if a.fault.mode == Some(Mode::Manual) {
+                return "nothing to undo: Sentinel made the old primary a replica itself".into();
+            }
             let back = if a.fault.mode == Some(Mode::Isolate) {
                 let req = NetworkConnectRequest {
                     container: primary.to_owned(),

@@ -240,6 +240,8 @@ pub enum Mode {
     Pause,
     /// Failover: cut the primary from the replication network only.
     Isolate,
+    /// Failover: asked of Sentinel (`SENTINEL FAILOVER`), both instances healthy.
+    Manual,
 }
 
 /// `[[faults]]`.
@@ -590,10 +592,12 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 "a partition needs `link` (redis, store, both) and `mode` (blackhole, reset)".into(),
             );
         }
-        if f.kind == FaultKind::Failover && !matches!(f.mode, Some(Mode::Pause | Mode::Isolate)) {
+        if f.kind == FaultKind::Failover && !matches!(f.mode, Some(Mode::Pause | Mode::Isolate | Mode::Manual)) {
             return bad(
                 &field("mode"),
-                "a failover needs `mode`: pause (SIGSTOP the primary) or isolate (cut it from replication)".into(),
+                "a failover needs `mode`: pause (SIGSTOP the primary), isolate (cut it from replication) or manual \
+                 (SENTINEL FAILOVER)"
+                    .into(),
             );
         }
         if f.kind != FaultKind::Failover && (f.follow_ms.is_some() || f.never_follow.is_some()) {
