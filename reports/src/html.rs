@@ -150,11 +150,14 @@ fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<Hist
         for v in &p.violations {
             let _ = write!(
                 o,
-                "<div class=\"viol\" id=\"v{i}-{v_index}\"><b>{}</b>: {}<br><span class=\"meta\">faults in effect: {}</span><table><tr><th>evidence</th><th>node</th><th>token</th><th class=\"num\">fence</th><th class=\"num\">seq</th><th>what</th></tr>",
+                "<div class=\"viol\" id=\"v{i}-{v_index}\"><b>{}</b>: {}<br><span class=\"meta\">faults in effect: {}</span>",
                 esc(&p.name),
                 esc(&v.summary),
                 esc(&if v.faults_active.is_empty() { "none".to_owned() } else { v.faults_active.join(", ") })
             );
+            if !v.evidence.is_empty() {
+                o.push_str("<table><tr><th>evidence</th><th>node</th><th>token</th><th class=\"num\">fence</th><th class=\"num\">seq</th><th>what</th></tr>");
+            }
             for e in &v.evidence {
                 let _ = write!(
                     o,
@@ -167,7 +170,9 @@ fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<Hist
                     esc(&e.what)
                 );
             }
-            o.push_str("</table>");
+            if !v.evidence.is_empty() {
+                o.push_str("</table>");
+            }
             if let Some(h) = history {
                 let excerpt = excerpt(h, v.evidence.iter().filter_map(|e| e.seq).collect(), &v.evidence);
                 if !excerpt.is_empty() {
