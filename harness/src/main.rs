@@ -442,7 +442,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 nodes,
                 down_after_ms,
                 failover_timeout_ms: down_after_ms * 3,
-                ready_timeout: Duration::from_secs(30),
+                ready_timeout: Duration::from_secs(60),
                 origin: "env-up",
                 store_policy: policy.into(),
                 redis_image: resolve(&docker, "LEASEQUAKE_REDIS_IMAGE", ImageSpec::redis).await?,

@@ -172,7 +172,7 @@ pub async fn run(
                     nodes: s.nodes.count,
                     down_after_ms: s.sentinel.down_after_ms,
                     failover_timeout_ms: s.sentinel.failover_timeout_ms,
-                    ready_timeout: Duration::from_secs(30),
+                    ready_timeout: Duration::from_secs(60),
                     origin: "run",
                     store_policy: s.store.policy,
                     redis_image: resolve(&docker, "LEASEQUAKE_REDIS_IMAGE", ImageSpec::redis).await?,

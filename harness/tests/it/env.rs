@@ -13,7 +13,7 @@ async fn config(d: &testcontainers::bollard::Docker) -> EnvConfig {
         nodes: 2,
         down_after_ms: 1000,
         failover_timeout_ms: 3000,
-        ready_timeout: Duration::from_secs(30),
+        ready_timeout: Duration::from_secs(60),
         origin: "test",
         store_policy: leasequake_reports::history::StorePolicy::Enforce,
         redis_image: ensure(d, &ImageSpec::redis().unwrap()).await.unwrap(),
