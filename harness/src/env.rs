@@ -43,6 +43,8 @@ pub const MASTER_NAME: &str = "leasequake";
 /// The roles of an environment's containers.
 pub const ROLES: [&str; 7] =
     ["redis-primary", "redis-replica", "sentinel-1", "sentinel-2", "sentinel-3", "proxy", "store"];
+/// Sentinel's down-after while an environment starts (the configured one applies once ready).
+const STARTUP_DOWN_AFTER_MS: u64 = 10_000;
 /// First container port of the proxy's block (two per node: Redis, store).
 pub const PROXY_PORT_BASE: u16 = 20_000;
 
@@ -149,6 +151,7 @@ impl Environment {
         env.create_networks().await?;
         env.create_containers(cfg).await?;
         env.wait_ready(cfg.ready_timeout).await?;
+        env.apply_sentinel_timings(cfg).await?;
         env.ready_in = started.elapsed();
         Ok(env)
     }
@@ -233,8 +236,17 @@ impl Environment {
                 format!("sentinel myid {}", ids[i - 1]),
                 format!("sentinel monitor {MASTER_NAME} redis-primary 6379 2"),
                 format!("sentinel auth-pass {MASTER_NAME} {pw}"),
-                format!("sentinel down-after-milliseconds {MASTER_NAME} {}", cfg.down_after_ms),
-                format!("sentinel failover-timeout {MASTER_NAME} {}", cfg.failover_timeout_ms),
+                // Lenient while the environment starts (a loaded machine can stall a starting Redis
+                // past a short down-after: Sentinel would fail over before the run begins); the
+                // configured timings are set once everything is ready (`apply_sentinel_timings`).
+                format!(
+                    "sentinel down-after-milliseconds {MASTER_NAME} {}",
+                    cfg.down_after_ms.max(STARTUP_DOWN_AFTER_MS)
+                ),
+                format!(
+                    "sentinel failover-timeout {MASTER_NAME} {}",
+                    cfg.failover_timeout_ms.max(3 * STARTUP_DOWN_AFTER_MS)
+                ),
                 format!("sentinel known-replica {MASTER_NAME} redis-replica 6379"),
             ];
             for j in (1..=3).filter(|j| *j != i) {
@@ -400,6 +412,13 @@ impl Environment {
         self.exec(role, &cmd).await
     }
 
+    /// Several commands (one per line) through one `redis-cli` in one `docker exec`: the replies,
+    /// one after another. One exec instead of one per command: execs are what loads dockerd.
+    pub async fn redis_cli_batch(&self, role: &str, commands: &str) -> Result<String, HarnessError> {
+        let script = format!("printf '%s' '{}' | redis-cli --no-auth-warning -a \"$0\"", commands.replace('\'', ""));
+        self.exec(role, &["sh", "-c", &script, &self.password]).await
+    }
+
     /// The Redis password of this run (for the nodes' URLs; never printed).
     #[must_use]
     pub fn redis_password(&self) -> &str {
@@ -416,6 +435,23 @@ impl Environment {
     #[must_use]
     pub fn docker(&self) -> &Docker {
         &self.docker
+    }
+
+    /// Sets every Sentinel's down-after and failover timeout to the configured values.
+    async fn apply_sentinel_timings(&self, cfg: &EnvConfig) -> Result<(), HarnessError> {
+        for s in ["sentinel-1", "sentinel-2", "sentinel-3"] {
+            let down = cfg.down_after_ms.to_string();
+            let failover = cfg.failover_timeout_ms.to_string();
+            let args =
+                ["SENTINEL", "SET", MASTER_NAME, "down-after-milliseconds", &down, "failover-timeout", &failover];
+            let answer = self.redis_cli(s, &args).await?;
+            if !answer.trim().eq_ignore_ascii_case("ok") {
+                return Err(HarnessError::Environment {
+                    detail: format!("{s} refused the Sentinel timings: {}", answer.trim()),
+                });
+            }
+        }
+        Ok(())
     }
 
     async fn wait_ready(&self, limit: Duration) -> Result<(), HarnessError> {
@@ -440,7 +476,17 @@ impl Environment {
 
     /// Why the environment is not ready, or `None` when it is.
     async fn not_ready(&self) -> Option<String> {
-        let info = self.redis_cli("redis-replica", &["INFO", "replication"]).await.unwrap_or_default();
+        let info = match self.redis_cli("redis-replica", &["INFO", "replication"]).await {
+            Ok(info) => info,
+            Err(e) => return Some(format!("the replica cannot be asked (docker exec): {e}")),
+        };
+        if info.contains("role:master") {
+            return Some(
+                "Sentinel failed over during start-up (the replica is master): the machine stalled Redis for longer \
+                 than the start-up down-after"
+                    .into(),
+            );
+        }
         if !info.contains("master_link_status:up") {
             return Some("the replica is not linked to the primary".into());
         }

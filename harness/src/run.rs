@@ -433,29 +433,33 @@ async fn drive(
             async move {
                 // Bounded by the run (stop).
                 while !stop.is_cancelled() {
-                    // Stamped when the GET has answered: the holder was seen at or before then.
-                    let holder = env.redis_cli(instance, &["GET", &key]).await;
+                    // One exec per sample (GET, PTTL, ROLE in one redis-cli), stamped when it has
+                    // answered: the holder was seen at or before then.
+                    let out = env.redis_cli_batch(instance, &format!("GET {key}\nPTTL {key}\nROLE\n")).await;
                     let at_ns = mono_ns();
-                    let sample = match (
-                        holder,
-                        env.redis_cli(instance, &["PTTL", &key]).await,
-                        env.redis_cli(instance, &["ROLE"]).await,
-                    ) {
-                        (Ok(h), Ok(t), Ok(r)) => ObserverSample {
+                    let text = out.map_err(|e| e.to_string());
+                    let replies: Vec<&str> =
+                        text.as_deref().map(|t| t.lines().map(str::trim).collect()).unwrap_or_default();
+                    let role = replies.get(2).filter(|r| matches!(**r, "master" | "slave")).map(|r| (*r).to_owned());
+                    let sample = match (&text, role) {
+                        (Ok(_), Some(role)) => ObserverSample {
                             instance: instance.into(),
                             at_ns,
-                            holder: Some(h.trim().to_owned()).filter(|h| !h.is_empty()),
-                            ttl_ms: t.trim().parse().ok(),
-                            role: r.lines().next().map(str::to_owned),
+                            holder: replies.first().map(|h| (*h).to_owned()).filter(|h| !h.is_empty()),
+                            ttl_ms: replies.get(1).and_then(|t| t.parse().ok()),
+                            role: Some(role),
                             error: None,
                         },
-                        (a, b, c) => ObserverSample {
+                        (answer, _) => ObserverSample {
                             instance: instance.into(),
                             at_ns,
                             holder: None,
                             ttl_ms: None,
                             role: None,
-                            error: [a.err(), b.err(), c.err()].into_iter().flatten().next().map(|e| e.to_string()),
+                            error: Some(match answer {
+                                Ok(t) => format!("unexpected answer: {}", t.lines().next().unwrap_or("")),
+                                Err(e) => e.clone(),
+                            }),
                         },
                     };
                     push(&lines, HistoryLine::Observer(sample));
@@ -579,18 +583,9 @@ async fn drive(
                     let on = f.on.clone().unwrap_or_default();
                     push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, format!("triggered: {node} {on}")));
                     record(&mut executed, f, &target, now_ms());
-                    match apply(&ctx, id, f, index, handle.as_ref()).await {
-                        Ok(detail) => {
-                            info!(fault = id, node = %target, %detail, "fault verified");
-                            progress.fault(&format!("fault {id} {kind} on {target} ({on}): verified ({detail})"), true);
-                            push(&lines, fault_line(id, kind, &target, FaultPhase::Verified, detail));
-                        }
-                        Err(why) => {
-                            info!(fault = id, node = %target, %why, "fault not verified");
-                            progress.fault(&format!("fault {id} {kind} on {target} ({on}): NOT VERIFIED ({why})"), false);
-                            push(&lines, fault_line(id, kind, &target, FaultPhase::Failed, why));
-                        }
-                    }
+                    let outcome = apply(&ctx, id, f, index, handle.as_ref()).await;
+                    let label = format!("fault {id} {kind} on {target} ({on})");
+                    push(&lines, fault_outcome(progress, id, kind, &target, &label, outcome));
                     let _ = done.send(());
                     active.insert(i, Applied { id, fault: f.clone(), target, index });
                     steps.push(Reverse((now_ms() + f.duration_ms(), 0, i)));
@@ -653,18 +648,9 @@ async fn drive(
                     record(&mut executed, f, &target, now_ms());
                     let index = node_index(&target);
                     let handle = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&index).cloned();
-                    match apply(&ctx, id, f, index, handle.as_ref()).await {
-                        Ok(detail) => {
-                            info!(fault = id, node = %target, %detail, "fault verified");
-                            progress.fault(&format!("fault {id} {kind} on {target}: verified ({detail})"), true);
-                            push(&lines, fault_line(id, kind, &target, FaultPhase::Verified, detail));
-                        }
-                        Err(why) => {
-                            info!(fault = id, node = %target, %why, "fault not verified");
-                            progress.fault(&format!("fault {id} {kind} on {target}: NOT VERIFIED ({why})"), false);
-                            push(&lines, fault_line(id, kind, &target, FaultPhase::Failed, why));
-                        }
-                    }
+                    let outcome = apply(&ctx, id, f, index, handle.as_ref()).await;
+                    let label = format!("fault {id} {kind} on {target}");
+                    push(&lines, fault_outcome(progress, id, kind, &target, &label, outcome));
                     // Healed at its time even when unverified: part of it may be in effect.
                     active.insert(i, Applied { id, fault: f.clone(), target, index });
                 }
@@ -754,6 +740,37 @@ async fn drive(
         .map_err(|e| HarnessError::History { path: dir.to_path_buf(), detail: e.to_string() })?;
     write_atomically(&dir.join(VERDICTS_FILE), &json)?;
     Ok(result)
+}
+
+/// A fault's verified or failed line, told to the log and the display too.
+fn fault_outcome(
+    progress: &Progress,
+    id: u64,
+    kind: &str,
+    target: &str,
+    label: &str,
+    outcome: Result<String, String>,
+) -> HistoryLine {
+    let (phase, detail) = match outcome {
+        Ok(detail) => {
+            info!(fault = id, node = %target, %detail, "fault verified");
+            progress.fault(&format!("{label}: verified ({detail})"), true);
+            (FaultPhase::Verified, detail)
+        }
+        Err(why) => {
+            info!(fault = id, node = %target, %why, "fault not verified");
+            progress.fault(&format!("{label}: NOT VERIFIED ({why})"), false);
+            (FaultPhase::Failed, why)
+        }
+    };
+    HistoryLine::Fault(FaultEvent {
+        id,
+        fault: kind.to_owned(),
+        target: target.to_owned(),
+        phase,
+        at_ns: mono_ns(),
+        detail,
+    })
 }
 
 /// `n3` -> 3 (0 for anything else, which names no node).

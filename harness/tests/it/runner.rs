@@ -38,15 +38,21 @@ fn scenario(name: &str, top: &str, tail: &str) -> (std::path::PathBuf, std::path
 /// Writes and runs a scenario (with `extra` arguments); returns the code, stdout and the directory.
 fn run_with(name: &str, top: &str, tail: &str, extra: &[&str]) -> (Option<i32>, String, std::path::PathBuf) {
     let (file, dir) = scenario(name, top, tail);
+    let (code, out) = run_file(&file, &dir, extra);
+    (code, out, dir)
+}
+
+/// Runs a scenario file with its reports under `dir/reports`; returns the code and stdout.
+fn run_file(file: &std::path::Path, dir: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
         .arg("run")
-        .arg(&file)
+        .arg(file)
         .arg("--report-dir")
         .arg(dir.join("reports"))
         .args(extra)
         .output()
         .unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), dir)
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn run(name: &str, top: &str, tail: &str) -> (Option<i32>, String, std::path::PathBuf) {
@@ -213,15 +219,8 @@ fn a_pause_triggered_right_after_checkpoint_7_lets_a_stale_write_land_without_fe
         .replace("policy = \"enforce\"", "policy = \"observe\"")
         .replace("fence_source = \"store\"", "fence_source = \"redis\"");
     std::fs::write(&file, text.replace("duration_s = 9", "duration_s = 12")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
-        .arg("run")
-        .arg(&file)
-        .arg("--report-dir")
-        .arg(dir.join("reports"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "the expected failure was observed: {stdout}");
+    let (code, stdout) = run_file(&file, &dir, &[]);
+    assert_eq!(code, Some(0), "the expected failure was observed: {stdout}");
     assert!(stdout.starts_with("XFAIL") && stdout.contains("no_stale_write"), "{stdout}");
     let run_dir = run_dirs(&dir).pop().unwrap();
     let lines = history(&run_dir);
@@ -244,14 +243,7 @@ fn a_sentinel_failover_is_verified_by_the_promoted_replica_and_the_nodes_follow_
     let (file, dir) = scenario("failover", "", tail);
     let text = std::fs::read_to_string(&file).unwrap().replace("duration_s = 9", "duration_s = 14");
     std::fs::write(&file, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
-        .arg("run")
-        .arg(&file)
-        .arg("--report-dir")
-        .arg(dir.join("reports"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (code, stdout) = run_file(&file, &dir, &[]);
     let lines = history(&run_dirs(&dir).pop().unwrap());
     let verified = lines.iter().find_map(|l| match l {
         HistoryLine::Fault(f) if f.phase == FaultPhase::Verified => Some(f.detail.clone()),
@@ -263,7 +255,7 @@ fn a_sentinel_failover_is_verified_by_the_promoted_replica_and_the_nodes_follow_
         matches!(l, HistoryLine::Observer(o) if o.instance == "redis-replica" && o.role.as_deref() == Some("master"))
     });
     assert!(promoted, "the observer saw the replica as master");
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
