@@ -354,14 +354,7 @@ async fn run_loaded(
     });
     let page = suite.finish(stopped)?;
     println!("report: {}", page.display());
-    Ok(ExitCode::from(u8::try_from(suite_verdict(&page)?.exit_code()).unwrap_or(3)))
-}
-
-/// The verdict the suite's summary.json records (what was written is what the exit code says).
-fn suite_verdict(page: &std::path::Path) -> anyhow::Result<leasequake_reports::Verdict> {
-    let summary = page.with_file_name("summary.json");
-    let suite: leasequake_reports::suite::Suite = serde_json::from_slice(&std::fs::read(&summary)?)?;
-    Ok(suite.verdict)
+    Ok(ExitCode::from(u8::try_from(suite.verdict().exit_code()).unwrap_or(3)))
 }
 
 /// The scenario's configuration as run, for summary.json.

@@ -75,6 +75,12 @@ impl SuiteDir {
         &self.dir
     }
 
+    /// The suite's verdict so far (after `finish`, the one summary.json records).
+    #[must_use]
+    pub fn verdict(&self) -> Verdict {
+        self.suite.verdict
+    }
+
     /// The directory for the next scenario run (`NN-name`).
     #[must_use]
     pub fn next_run_dir(&self, name: &str) -> PathBuf {

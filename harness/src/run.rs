@@ -1111,31 +1111,28 @@ async fn verify_stalled(ctx: &Ctx<'_>, node: &str) -> Result<String, String> {
     let began = Instant::now();
     let mut last = String::new();
     // Bounded: one ttl plus a second.
+    let mut first = true;
     while began.elapsed() < Duration::from_millis(ttl + 1000) {
-        let holder = ctx.env.redis_cli("redis-primary", &["GET", &key]).await.map_err(|e| e.to_string())?;
-        let holder = holder.trim();
+        // GET and PTTL in one exec, so both describe the same moment.
+        let out = ctx
+            .env
+            .redis_cli_batch("redis-primary", &format!("GET {key}\nPTTL {key}\n"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut replies = out.lines().map(str::trim);
+        let holder = replies.next().unwrap_or("");
         if !holder.starts_with(&prefix) {
-            return Ok(if began.elapsed() < Duration::from_millis(50) {
+            let holder = if holder.is_empty() { "nobody" } else { holder };
+            return Ok(if first {
                 format!(
-                    "stall_renewal delivered; {node} does not hold the lease (holder: {}), so no renewal to stop",
-                    if holder.is_empty() { "nobody" } else { holder }
+                    "stall_renewal delivered; {node} does not hold the lease (holder: {holder}), so no renewal to stop"
                 )
             } else {
-                format!(
-                    "the key left {node} {} ms after the stall (holder now: {})",
-                    began.elapsed().as_millis(),
-                    if holder.is_empty() { "nobody" } else { holder }
-                )
+                format!("the key left {node} {} ms after the stall (holder now: {holder})", began.elapsed().as_millis())
             });
         }
-        let pttl: i64 = ctx
-            .env
-            .redis_cli("redis-primary", &["PTTL", &key])
-            .await
-            .map_err(|e| e.to_string())?
-            .trim()
-            .parse()
-            .unwrap_or(-2);
+        first = false;
+        let pttl: i64 = replies.next().and_then(|t| t.parse().ok()).unwrap_or(-2);
         if pttl >= 0 && (pttl as u64) < floor {
             return Ok(format!(
                 "{node}'s key was not renewed: PTTL {pttl} ms < {floor} ms, {} ms after the stall",

@@ -401,6 +401,20 @@ impl Scenario {
     }
 }
 
+/// One fault of `schedule.json`, as the runner records it.
+#[derive(Deserialize)]
+struct Step {
+    kind: FaultKind,
+    target: Option<String>,
+    at_ms: u64,
+    duration_ms: u64,
+    link: Option<Link>,
+    mode: Option<Mode>,
+    latency_ms: Option<u64>,
+    follow_ms: Option<u64>,
+    never_follow: Option<Vec<String>>,
+}
+
 /// The scenario of a recorded run, with its schedule as executed (`schedule.json`): the same
 /// faults on the same targets at the same times, no triggers, nothing drawn again.
 pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
@@ -409,32 +423,23 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
     let problem = |message: String| ScenarioError { file: file.clone(), line: None, field: "-".into(), message };
     let text =
         std::fs::read_to_string(&file).map_err(|e| problem(format!("cannot read: {e} (is this a run directory?)")))?;
-    let steps: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| problem(e.to_string()))?;
-    let mut faults = Vec::new();
-    for (i, v) in steps.iter().enumerate() {
-        let field = |k: &str| -> Result<Option<serde_json::Value>, ScenarioError> {
-            Ok(v.get(k).cloned().filter(|x| !x.is_null()))
-        };
-        let parse = |k: &str| -> Result<Option<serde_json::Value>, ScenarioError> { field(k) };
-        let kind: FaultKind = serde_json::from_value(parse("kind")?.unwrap_or_default())
-            .map_err(|e| problem(format!("step {i}: kind: {e}")))?;
-        let num = |k: &str| parse(k).ok().flatten().and_then(|x| x.as_u64());
-        let (at_ms, duration_ms) = (num("at_ms").unwrap_or(0), num("duration_ms").unwrap_or(1000));
-        let enum_of = |k: &str| parse(k).ok().flatten();
-        faults.push(Fault {
-            kind,
-            target: parse("target")?.and_then(|t| t.as_str().map(str::to_owned)),
-            at_s: at_ms / 1000,
-            duration_s: duration_ms.div_ceil(1000),
-            link: enum_of("link").and_then(|l| serde_json::from_value(l).ok()),
-            mode: enum_of("mode").and_then(|m| serde_json::from_value(m).ok()),
-            latency_ms: num("latency_ms"),
-            follow_ms: num("follow_ms"),
-            never_follow: enum_of("never_follow").and_then(|n| serde_json::from_value(n).ok()),
-            exact_ms: Some((at_ms, duration_ms)),
+    let steps: Vec<Step> = serde_json::from_str(&text).map_err(|e| problem(e.to_string()))?;
+    let faults = steps
+        .into_iter()
+        .map(|st| Fault {
+            kind: st.kind,
+            target: st.target,
+            at_s: st.at_ms / 1000,
+            duration_s: st.duration_ms.div_ceil(1000),
+            link: st.link,
+            mode: st.mode,
+            latency_ms: st.latency_ms,
+            follow_ms: st.follow_ms,
+            never_follow: st.never_follow,
+            exact_ms: Some((st.at_ms, st.duration_ms)),
             on: None,
-        });
-    }
+        })
+        .collect();
     s.faults = faults;
     s.random = None;
     Ok(s)

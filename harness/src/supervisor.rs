@@ -82,10 +82,8 @@ impl NodeHandle {
 
 /// A running node.
 pub struct NodeProcess {
-    node: String,
+    handle: NodeHandle,
     child: Child,
-    pid: i32,
-    commands: mpsc::Sender<NodeCommand>,
 }
 
 impl NodeProcess {
@@ -145,7 +143,7 @@ impl NodeProcess {
                 }
             }
         });
-        let process = Self { node, child, pid, commands: tx };
+        let process = Self { handle: NodeHandle { node, pid, commands: tx }, child };
         process.send(NodeCommand::Config(Box::new(config)))?;
         Ok(process)
     }
@@ -153,29 +151,29 @@ impl NodeProcess {
     /// The node's id.
     #[must_use]
     pub fn node(&self) -> &str {
-        &self.node
+        self.handle.node()
     }
 
     /// The node's process (and group) id.
     #[must_use]
     pub fn pid(&self) -> i32 {
-        self.pid
+        self.handle.pid()
     }
 
     /// A handle other tasks can keep (commands and signals, not the process's life).
     #[must_use]
     pub fn handle(&self) -> NodeHandle {
-        NodeHandle { node: self.node.clone(), pid: self.pid, commands: self.commands.clone() }
+        self.handle.clone()
     }
 
     /// Queues a command for the node.
     pub fn send(&self, command: NodeCommand) -> Result<(), HarnessError> {
-        self.handle().send(command)
+        self.handle.send(command)
     }
 
     /// Sends `signal` to the node's process group (SIGSTOP freezes it, renewal included).
     pub fn signal(&self, signal: Signal) -> Result<(), HarnessError> {
-        self.handle().signal(signal)
+        self.handle.signal(signal)
     }
 
     /// Asks the node to stop and waits up to `grace` for it to exit; kills the group after.
@@ -201,7 +199,7 @@ impl NodeProcess {
 impl Drop for NodeProcess {
     fn drop(&mut self) {
         // The backstop: the whole group, not just the leader.
-        if let Some(pid) = Pid::from_raw(self.pid) {
+        if let Some(pid) = Pid::from_raw(self.handle.pid) {
             let _ = kill_process_group(pid, Signal::KILL);
         }
     }
