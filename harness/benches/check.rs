@@ -48,6 +48,7 @@ fn generate(n: usize) -> Vec<HistoryLine> {
         observer_gap_ms: 60_000,
         started_ns: 0,
         audit_after: 0,
+        waste_budget_ms: None,
     })];
     let (mut t, mut seq, mut fence, mut fault) = (0u64, 0u64, 0u64, 0u64);
     while h.len() < n {

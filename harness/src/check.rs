@@ -16,8 +16,8 @@ use leasequake_reports::{
 };
 
 /// The properties, in report order.
-pub const PROPERTIES: [&str; 6] =
-    ["no_stale_write", "fence_anomaly", "sticky_loss", "single_writer", "cleanup", "liveness"];
+pub const PROPERTIES: [&str; 7] =
+    ["no_stale_write", "fence_anomaly", "sticky_loss", "single_writer", "cleanup", "liveness", "bounded_waste"];
 
 struct NodeLine<'a> {
     node: &'a str,
@@ -99,6 +99,9 @@ impl<'a> Faults<'a> {
     fn covers(&self, target: &str, from_ns: u64, to_ns: u64) -> bool {
         self.windows.iter().any(|(a, b, f)| f.target == target && *a <= to_ns && from_ns <= *b)
     }
+    fn covers_kind(&self, kind: &str, target: &str, from_ns: u64, to_ns: u64) -> bool {
+        self.windows.iter().any(|(a, b, f)| f.fault == kind && f.target == target && *a <= to_ns && from_ns <= *b)
+    }
 }
 
 /// Judges a history.
@@ -161,7 +164,8 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
         inconclusive.push(live.sentence.clone());
     }
     properties.push(live);
-    let metrics = measure(&audit, &nodes, &faults, &observer);
+    let (metrics, wastes) = measure(&audit, &nodes, &faults, &observer);
+    properties.push(bounded_waste(header.and_then(|h| h.waste_budget_ms), &wastes, &windows));
 
     let violated: Vec<&str> =
         properties.iter().filter(|p| p.status == PropertyStatus::Violated).map(|p| p.name.as_str()).collect();
@@ -501,14 +505,73 @@ fn silence_holes(
     }
 }
 
+/// Two acquisitions reported within this of each other may have reached Redis in either order.
+const REPORT_RACE_NS: u64 = 100_000_000;
+
+/// Reports of acquisitions can race (two nodes acquire a key that was deleted in between, and
+/// the one that took it first reports last). Within [`REPORT_RACE_NS`] the lease's fence counter
+/// (issued by Redis on acquire) tells the order; a counter reset (a restart, a failover) shows as a
+/// large drop, which is left alone.
+fn put_racing_acquisitions_in_redis_order(acquired: &mut [(u64, &str, u64)]) {
+    for i in 1..acquired.len() {
+        let (a, b) = (acquired[i - 1], acquired[i]);
+        let racing = b.0 - a.0 < REPORT_RACE_NS;
+        if racing && b.2 > 0 && b.2 < a.2 && a.2 - b.2 < 16 {
+            acquired.swap(i - 1, i);
+        }
+    }
+}
+
+/// Work done after truly losing an acquisition: from the loss to the last action under it.
+struct Waste<'a> {
+    node: &'a str,
+    token: &'a str,
+    lost_ns: u64,
+    last_ns: u64,
+}
+
+/// With a budget declared: after truly losing ownership (its own report, a successor's acquire,
+/// or the observer seeing a newer holder, whichever came first), no node works longer than the
+/// budget under that acquisition. A node paused (SIGSTOP) in between is excused: it cannot react,
+/// which is what fencing is for.
+fn bounded_waste(budget_ms: Option<u64>, wastes: &[Waste], faults: &Faults) -> PropertyResult {
+    let mut judge = Judge::new("bounded_waste");
+    let Some(budget) = budget_ms else {
+        return judge.result("", Some("the scenario declares no waste budget"));
+    };
+    for w in wastes {
+        let ms = (w.last_ns - w.lost_ns) / 1_000_000;
+        if ms > budget && !faults.covers_kind("pause", w.node, w.lost_ns, w.last_ns) {
+            judge.violate(|| Violation {
+                summary: format!(
+                    "{} worked {ms} ms under token {} after losing ownership (budget {budget} ms)",
+                    w.node, w.token
+                ),
+                evidence: vec![Evidence {
+                    label: "last action after the loss".into(),
+                    seq: None,
+                    node: w.node.into(),
+                    token: w.token.into(),
+                    fence: 0,
+                    what: format!("{ms} ms after the loss"),
+                    at_ns: w.last_ns,
+                }],
+                faults_active: faults.active_at(w.lost_ns),
+                at_ns: w.last_ns,
+            });
+        }
+    }
+    judge.result(&format!("every node stopped within {budget} ms of truly losing ownership"), None)
+}
+
 /// What was spent after truly losing ownership, fencing rejections, writes under another owner,
 /// and fault effect times.
-fn measure(
+fn measure<'a>(
     audit: &[&AuditRecord],
-    nodes: &[NodeLine],
+    nodes: &[NodeLine<'a>],
     faults: &[&FaultEvent],
-    observer: &[&ObserverSample],
-) -> Metrics {
+    observer: &[&'a ObserverSample],
+) -> (Metrics, Vec<Waste<'a>>) {
     let mut m = Metrics::default();
     // When each acquisition was truly lost: its own report, a successor's acquire, or the
     // observer seeing another holder on the primary, whichever came first.
@@ -524,20 +587,22 @@ fn measure(
         }
     }
     acquired.sort_unstable();
-    let acquired_at: HashMap<&str, u64> = acquired.iter().map(|(at, t, _)| (*t, *at)).collect();
+    put_racing_acquisitions_in_redis_order(&mut acquired);
+    // Acquisition order (not report times: two reports can race) and report times.
+    let rank: HashMap<&str, usize> = acquired.iter().enumerate().map(|(i, (_, t, _))| (*t, i)).collect();
     // When a newer acquisition (another token) was first reported after each one.
     let mut superseded_at: HashMap<&str, u64> = HashMap::new();
     for pair in acquired.windows(2) {
-        let ((_, old, _), (at, _, _)) = (pair[0], pair[1]);
+        let ((old_at, old, _), (at, _, _)) = (pair[0], pair[1]);
+        let at = at.max(old_at);
         loss_at.entry(old).and_modify(|t| *t = (*t).min(at)).or_insert(at);
         superseded_at.insert(old, at);
     }
     // The observer's evidence of loss: the key held by another token acquired after this one (an
     // absent key says nothing: a sample is slower than a release, and the key may be re-taken).
     let newer_holder = |o: &ObserverSample, token: &str| -> bool {
-        let mine = acquired_at.get(token).copied().unwrap_or(0);
-        o.error.is_none()
-            && o.holder.as_deref().is_some_and(|h| h != token && acquired_at.get(h).is_none_or(|t| *t > mine))
+        let mine = rank.get(token).copied().unwrap_or(0);
+        o.error.is_none() && o.holder.as_deref().is_some_and(|h| h != token && rank.get(h).is_none_or(|r| *r > mine))
     };
     let mut masters: Vec<&ObserverSample> =
         observer.iter().copied().filter(|o| o.role.as_deref() == Some("master")).collect();
@@ -577,12 +642,15 @@ fn measure(
             _ => {}
         }
     }
+    let mut wastes = Vec::new();
     for (token, (at, node)) in last_action {
         let wasted = (at - loss_at[token]) / 1_000_000;
         let nm = m.nodes.entry(node.to_owned()).or_default();
         nm.wasted_ms += wasted;
         nm.loss_to_last_action_ms_max = nm.loss_to_last_action_ms_max.max(wasted);
+        wastes.push(Waste { node, token, lost_ns: loss_at[token], last_ns: at });
     }
+    wastes.sort_by_key(|w| w.last_ns);
     m.fenced_rejections = audit
         .iter()
         .filter(|a| {
@@ -622,7 +690,7 @@ fn measure(
             _ => {}
         }
     }
-    m
+    (m, wastes)
 }
 
 #[cfg(test)]

@@ -601,6 +601,8 @@ impl Environment {
         let cmd = info.config.and_then(|c| c.cmd).unwrap_or_default().join(" ");
         Ok(if cmd.contains("observe") {
             leasequake_reports::history::StorePolicy::Observe
+        } else if cmd.contains("flawed-skips-persist") {
+            leasequake_reports::history::StorePolicy::FlawedSkipsPersist
         } else {
             leasequake_reports::history::StorePolicy::Enforce
         })

@@ -281,6 +281,7 @@ pub fn store_command(policy: StorePolicy) -> Vec<String> {
     let policy = match policy {
         StorePolicy::Enforce => "enforce",
         StorePolicy::Observe => "observe",
+        StorePolicy::FlawedSkipsPersist => "flawed-skips-persist",
     };
     let listen = format!("0.0.0.0:{STORE_PORT}");
     [

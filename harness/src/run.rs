@@ -297,13 +297,9 @@ impl Ctx<'_> {
 fn node_command(s: &Scenario, opts: &RunOptions) -> Result<Vec<String>, HarnessError> {
     match opts.node_cmd.as_ref().or(s.nodes.command.as_ref()) {
         Some(c) => Ok(c.clone()),
-        None => Ok(vec![
-            std::env::current_exe()
-                .map_err(|e| HarnessError::NodeProtocol { detail: e.to_string() })?
-                .display()
-                .to_string(),
-            "node".into(),
-        ]),
+        // This very binary, through the kernel's link to its inode: a rebuild that replaces
+        // target/debug/leasequake while a suite runs must not make the later nodes unstartable.
+        None => Ok(vec!["/proc/self/exe".into(), "node".into()]),
     }
 }
 
@@ -378,6 +374,7 @@ async fn drive(
         observer_gap_ms: 5000,
         started_ns,
         audit_after,
+        waste_budget_ms: s.waste_budget_ms,
     })]));
 
     // Nodes and the event collector (which also tracks the current owner for role targets and
@@ -797,7 +794,7 @@ fn stop_signal(signal: &str) -> testcontainers::bollard::query_parameters::KillC
 
 /// What a fault without a node target acts on.
 fn untargeted(f: &Fault) -> &'static str {
-    if matches!(f.kind, FaultKind::Failover | FaultKind::RedisRestart) {
+    if matches!(f.kind, FaultKind::Failover | FaultKind::RedisRestart | FaultKind::KeyLoss | FaultKind::PauseWrites) {
         "redis-primary"
     } else {
         "store"
@@ -937,6 +934,50 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             Err("SIGKILL sent, but the process is still running".into())
+        }
+        FaultKind::KeyLoss => {
+            let key = lease_key(&ctx.tenant);
+            // GET and DEL in one exec: the holder named is the one whose key went.
+            let out = env
+                .redis_cli_batch("redis-primary", &format!("GET {key}\nDEL {key}\n"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut replies = out.lines().map(str::trim);
+            let holder = replies.next().unwrap_or("").to_owned();
+            let deleted = replies.next().unwrap_or("");
+            if holder.is_empty() {
+                return Ok("the key was absent when deleted: nobody held the lease, nothing was lost".into());
+            }
+            // The probe: a later read no longer shows that token (the key is gone, or re-taken).
+            let now = env.redis_cli("redis-primary", &["GET", &key]).await.map_err(|e| e.to_string())?;
+            if now.trim() == holder {
+                return Err(format!("the key still holds {holder} after DEL (answered {deleted})"));
+            }
+            let now = if now.trim().is_empty() { "absent".to_owned() } else { format!("held by {}", now.trim()) };
+            Ok(format!("deleted the lease key on redis-primary while {holder} held it; now {now}"))
+        }
+        FaultKind::PauseWrites => {
+            let ms = f.duration_ms().to_string();
+            let answer =
+                env.redis_cli("redis-primary", &["CLIENT", "PAUSE", &ms, "WRITE"]).await.map_err(|e| e.to_string())?;
+            if !answer.trim().eq_ignore_ascii_case("ok") {
+                return Err(format!("CLIENT PAUSE answered `{}`", answer.trim()));
+            }
+            // The probe: a write from another client blocks (busybox timeout ends it), a read answers.
+            let script = "timeout 1 redis-cli --no-auth-warning -a \"$0\" SET leasequake:probe 1 >/dev/null 2>&1; \
+                          echo write=$?; redis-cli --no-auth-warning -a \"$0\" PING";
+            let out = env
+                .exec("redis-primary", &["sh", "-c", script, env.redis_password()])
+                .await
+                .map_err(|e| e.to_string())?;
+            let blocked = out.lines().any(|l| l.starts_with("write=") && l.trim() != "write=0");
+            let reads = out.lines().any(|l| l.trim() == "PONG");
+            match (blocked, reads) {
+                (true, true) => Ok(format!("CLIENT PAUSE {ms} WRITE: a probe write blocked for 1 s, a PING answered")),
+                _ => {
+                    Err(format!("CLIENT PAUSE WRITE not in effect: the probe saw `{}`", out.trim().replace('\n', "; ")))
+                }
+            }
         }
         FaultKind::RedisRestart => {
             let docker = env.docker();
@@ -1183,6 +1224,12 @@ async fn heal(
             None => "no such node".into(),
         },
         FaultKind::RedisRestart => "nothing to undo: the data is gone for good".into(),
+        FaultKind::KeyLoss => "nothing to undo: the key is gone".into(),
+        FaultKind::PauseWrites => match ctx.env.redis_cli("redis-primary", &["CLIENT", "UNPAUSE"]).await {
+            Ok(a) if a.trim().eq_ignore_ascii_case("ok") => "CLIENT UNPAUSE".into(),
+            Ok(a) => format!("CLIENT UNPAUSE failed: `{}` (the pause ends by itself)", a.trim()),
+            Err(e) => format!("CLIENT UNPAUSE failed: {e} (the pause ends by itself)"),
+        },
         FaultKind::Failover => {
             use testcontainers::bollard::models::{EndpointSettings, NetworkConnectRequest};
             let env = ctx.env;

@@ -37,6 +37,9 @@ pub struct Scenario {
     pub duration_s: u64,
     /// A known-unsafe configuration shown on purpose.
     pub expected: Option<Expected>,
+    /// Judge `bounded_waste`: after truly losing ownership, a node stops working (model calls,
+    /// store calls) within this many ms (a paused node is excused: it cannot react).
+    pub waste_budget_ms: Option<u64>,
     /// The nodes.
     pub nodes: Nodes,
     /// Lease durations.
@@ -190,6 +193,12 @@ pub enum FaultKind {
     /// Kill the Redis primary (SIGKILL) and start it again: no persistence, so the lease key and
     /// the fence counter are gone (the replica resyncs from the empty primary).
     RedisRestart,
+    /// Delete the lease key on the primary (an operator's `DEL`/`FLUSHALL`, an eviction): the
+    /// holder does not know until its next check or renewal. Instantaneous (`duration_s` 0).
+    KeyLoss,
+    /// `CLIENT PAUSE WRITE` on the primary for `duration_s` (what a Redis failover does while it
+    /// hands over): writes and scripts block, reads still answer.
+    PauseWrites,
 }
 
 impl FaultKind {
@@ -206,6 +215,8 @@ impl FaultKind {
             Self::SlowModel => "slow_model",
             Self::Failover => "failover",
             Self::RedisRestart => "redis_restart",
+            Self::KeyLoss => "key_loss",
+            Self::PauseWrites => "pause_writes",
         }
     }
 }
@@ -562,7 +573,12 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
         let field = |k: &str| format!("faults[{i}].{k}");
         let node_fault = !matches!(
             f.kind,
-            FaultKind::SlowStore | FaultKind::FailingStore | FaultKind::Failover | FaultKind::RedisRestart
+            FaultKind::SlowStore
+                | FaultKind::FailingStore
+                | FaultKind::Failover
+                | FaultKind::RedisRestart
+                | FaultKind::KeyLoss
+                | FaultKind::PauseWrites
         );
         match (&f.target, node_fault) {
             (None, true) => {
@@ -622,8 +638,19 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
         if matches!(f.kind, FaultKind::SlowStore | FaultKind::SlowModel) && f.latency_ms.is_none() {
             return bad(&field("latency_ms"), format!("{:?} needs latency_ms", f.kind));
         }
-        if f.duration_s == 0 {
-            return bad(&field("duration_s"), "must be at least 1".into());
+        match (f.kind, f.duration_s) {
+            (FaultKind::KeyLoss, 0) => {}
+            (FaultKind::KeyLoss, _) => {
+                return bad(&field("duration_s"), "key_loss is instantaneous: set duration_s = 0".into())
+            }
+            (FaultKind::PauseWrites, 0 | 1) => {
+                return bad(
+                    &field("duration_s"),
+                    "pause_writes needs at least 2 (its probe waits 1 s for a write to block)".into(),
+                )
+            }
+            (_, 0) => return bad(&field("duration_s"), "must be at least 1".into()),
+            _ => {}
         }
         if let Some(on) = &f.on {
             if f.trigger().is_none() {
@@ -656,7 +683,9 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
         if r.kinds.is_empty() {
             return bad("random.kinds", "name at least one fault kind to draw from".into());
         }
-        if let Some(k) = r.kinds.iter().find(|k| matches!(k, FaultKind::Failover | FaultKind::RedisRestart)) {
+        if let Some(k) = r.kinds.iter().find(|k| {
+            matches!(k, FaultKind::Failover | FaultKind::RedisRestart | FaultKind::KeyLoss | FaultKind::PauseWrites)
+        }) {
             return bad("random.kinds", format!("{k} is not drawn at random (it needs its own mode and timings)"));
         }
         if r.max_duration_s == 0 || r.from_s + r.max_duration_s > r.until_s {
@@ -686,6 +715,13 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
         );
     }
     Ok(())
+}
+
+/// Shard `k` of `n` (1-based) of `files` as `discover` sorted them: every `n`th file, starting at
+/// the `k`th, so that N runners given the same paths split them without overlap.
+#[must_use]
+pub fn shard(files: Vec<PathBuf>, k: usize, n: usize) -> Vec<PathBuf> {
+    files.into_iter().enumerate().filter(|(i, _)| n > 0 && i % n == k.wrapping_sub(1)).map(|(_, f)| f).collect()
 }
 
 /// Every scenario file under `paths` (files, or directories searched recursively), sorted.

@@ -195,7 +195,13 @@ fn decide(st: &mut State, policy: StorePolicy, op: StoreOp, req: &StoreRequest) 
         return (200, None, tenant.newest_fence, None, Value::Null);
     }
     // Fencing first: a stale writer learns nothing else.
-    if policy == StorePolicy::Enforce {
+    let enforced = match policy {
+        StorePolicy::Enforce => true,
+        StorePolicy::Observe => false,
+        // The store flaw: one operation slips past the fence check.
+        StorePolicy::FlawedSkipsPersist => op != StoreOp::PersistRecord,
+    };
+    if enforced {
         if req.fence < tenant.newest_fence {
             return reject(409, format!("stale fence {} < newest {}", req.fence, tenant.newest_fence));
         }

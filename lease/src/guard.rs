@@ -144,7 +144,8 @@ impl Shared {
         // A release ends ownership for good too, but it is the holder's own choice: no warning,
         // and observers are not told of a loss.
         let announce = first && loss.reason != LossReason::Released;
-        if first {
+        // The `NonStickyLoss` flaw forgets the loss at once: nothing is cancelled for good.
+        if first && !self.flaw(Flaw::NonStickyLoss) {
             self.lost.cancel();
         }
         if announce {

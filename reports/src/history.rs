@@ -44,6 +44,9 @@ pub enum StorePolicy {
     Enforce,
     /// Accept everything (shows what an unfenced store suffers).
     Observe,
+    /// Self-test only: `enforce` with a bug, the persist is never checked, so a stale persist
+    /// lands. Proves the fencing checks fail on a store that fences all but one operation.
+    FlawedSkipsPersist,
 }
 
 /// Lease durations sent to a node.
@@ -390,6 +393,9 @@ pub struct Header {
     /// a running environment judges only the records after it, which must follow it gap-free.
     #[serde(default)]
     pub audit_after: u64,
+    /// The scenario's waste budget (`bounded_waste`), if it declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waste_budget_ms: Option<u64>,
 }
 
 /// A fault's life: requested, verified in effect by an independent probe, healed; or failed.

@@ -30,6 +30,7 @@ fn header(expected: Option<&str>) -> Header {
         observer_gap_ms: 10_000,
         started_ns: 0,
         audit_after: 0,
+        waste_budget_ms: None,
     }
 }
 
@@ -81,11 +82,14 @@ impl H {
         });
         self
     }
-    fn fault(mut self, id: u64, phase: FaultPhase) -> Self {
+    fn fault(self, id: u64, phase: FaultPhase) -> Self {
+        self.fault_of("pause_node", id, phase)
+    }
+    fn fault_of(mut self, kind: &str, id: u64, phase: FaultPhase) -> Self {
         let at = self.tick();
         self.lines.push(HistoryLine::Fault(FaultEvent {
             id,
-            fault: "pause_node".into(),
+            fault: kind.into(),
             target: "n1".into(),
             phase,
             at_ns: at,
@@ -137,8 +141,10 @@ fn a_clean_history_passes_every_property() {
     let r = check(&h);
     assert_eq!(r.verdict, Verdict::Pass, "{r:#?}");
     for p in &r.properties {
-        // No node lost ownership in this history, so stickiness has nothing to judge.
-        let want = if p.name == "sticky_loss" { PropertyStatus::NotApplicable } else { PropertyStatus::Held };
+        // No node lost ownership in this history, so stickiness has nothing to judge; and no
+        // waste budget is declared.
+        let na = ["sticky_loss", "bounded_waste"].contains(&p.name.as_str());
+        let want = if na { PropertyStatus::NotApplicable } else { PropertyStatus::Held };
         assert_eq!(p.status, want, "{p:?}");
     }
 }
@@ -300,6 +306,58 @@ fn an_expected_failure_passes_when_observed_and_fails_when_missing() {
         .round("n2", 3)
         .end();
     assert_eq!(check(&other).verdict, Verdict::Fail);
+}
+
+/// n1 loses to n2, then works 200 ms more; `paused` puts a SIGSTOP of n1 in between.
+fn wasteful(budget: Option<u64>, paused: bool) -> Vec<HistoryLine> {
+    let mut h = H::new();
+    if let HistoryLine::Header(header) = &mut h.lines[0] {
+        header.waste_budget_ms = budget;
+    }
+    let mut h = h
+        .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1 })
+        .event("n2", EventKind::Acquired { token: token("n2", 2), fence: 2 });
+    if paused {
+        h = h.fault_of("pause", 1, FaultPhase::Requested);
+    }
+    h = h.wait(200);
+    if paused {
+        h = h.fault_of("pause", 1, FaultPhase::Healed);
+    }
+    h.event("n1", EventKind::ModelCall { token: token("n1", 1), batch: 1, ms: 20 }).round("n2", 2).end()
+}
+
+#[test]
+fn working_past_the_waste_budget_after_a_loss_violates_bounded_waste_unless_the_node_was_paused() {
+    assert_eq!(status(&wasteful(None, false), "bounded_waste"), PropertyStatus::NotApplicable);
+    assert_eq!(status(&wasteful(Some(1_000), false), "bounded_waste"), PropertyStatus::Held);
+    let r = check(&wasteful(Some(50), false));
+    let p = r.properties.iter().find(|p| p.name == "bounded_waste").unwrap();
+    assert_eq!(p.status, PropertyStatus::Violated);
+    assert!(p.violations[0].summary.contains("n1 worked 20"), "{}", p.violations[0].summary);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert_eq!(status(&wasteful(Some(50), true), "bounded_waste"), PropertyStatus::Held);
+}
+
+/// n3 and n2 report acquisitions 1 ms apart; n3 then works 300 ms.
+fn racing_reports(n2_fence: u64) -> Vec<HistoryLine> {
+    let mut h = H::new();
+    if let HistoryLine::Header(header) = &mut h.lines[0] {
+        header.waste_budget_ms = Some(100);
+    }
+    h.event("n3", EventKind::Acquired { token: token("n3", 3), fence: 3 })
+        .event("n2", EventKind::Acquired { token: token("n2", n2_fence), fence: n2_fence })
+        .wait(300)
+        .event("n3", EventKind::ModelCall { token: token("n3", 3), batch: 0, ms: 300 })
+        .end()
+}
+
+#[test]
+fn racing_acquisition_reports_are_ordered_by_the_lease_fence() {
+    // n2 took the key first (fence 2) but reported last: n3 lost nothing.
+    assert_eq!(status(&racing_reports(2), "bounded_waste"), PropertyStatus::Held);
+    // n2 really came second (fence 4): n3 worked on after losing.
+    assert_eq!(status(&racing_reports(4), "bounded_waste"), PropertyStatus::Violated);
 }
 
 #[test]

@@ -1,6 +1,6 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::parse;
+use super::{parse, shard};
 
 const OK: &str = r#"name = "owner-paused"
 description = "the owner is paused longer than the ttl"
@@ -155,4 +155,15 @@ fn drawn_store_wide_faults_never_overlap_so_each_can_be_probed() {
             }
         }
     }
+}
+
+#[test]
+fn shards_split_the_sorted_files_without_overlap_or_loss() {
+    let files: Vec<PathBuf> = (0..7).map(|i| PathBuf::from(format!("s{i}.toml"))).collect();
+    let shards: Vec<Vec<PathBuf>> = (1..=3).map(|k| shard(files.clone(), k, 3)).collect();
+    assert_eq!(shards[0], [PathBuf::from("s0.toml"), "s3.toml".into(), "s6.toml".into()]);
+    let mut all: Vec<PathBuf> = shards.concat();
+    all.sort();
+    assert_eq!(all, files);
+    assert_eq!(shard(files.clone(), 1, 1), files);
 }

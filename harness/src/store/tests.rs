@@ -49,6 +49,14 @@ fn observe_accepts_what_enforce_rejects() {
 }
 
 #[test]
+fn the_flawed_store_fences_everything_but_the_persist() {
+    let s = Store::new(StorePolicy::FlawedSkipsPersist, None).unwrap();
+    check(&s, StoreOp::CreateCollection, &req("n2/1", 2, "c2"), 200);
+    check(&s, StoreOp::CreateCollection, &req("n1/1", 1, "c1"), 409);
+    check(&s, StoreOp::PersistRecord, &req("n1/1", 1, "c1"), 200);
+}
+
+#[test]
 fn epochs_are_issued_strictly_increasing_and_fence_older_owners_out() {
     let s = Store::new(StorePolicy::Enforce, None).unwrap();
     let e1 = s.apply(StoreOp::BeginEpoch, &req("n1/1", 0, "-")).body["fence"].as_u64().unwrap();
