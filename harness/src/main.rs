@@ -57,6 +57,16 @@ enum Command {
         /// else $LEASEQUAKE_REDIS_PASSWORD).
         #[arg(long, requires = "env_id")]
         redis_password_file: Option<std::path::PathBuf>,
+        /// Run only shard K of N (1-based): every Nth scenario file, in sorted order, starting at
+        /// the Kth; merge the shards' suites with `leasequake report merge`.
+        #[arg(long, value_parser = parse_shard, value_name = "K/N")]
+        shard: Option<(usize, usize)>,
+    },
+    /// Suite reports: `report merge` combines suite directories (the shards of one nightly, say)
+    /// into one suite with one summary.json, junit.xml, summary.md and report.html.
+    Report {
+        #[command(subcommand)]
+        action: ReportAction,
     },
     /// Re-run a recorded run exactly: its scenario as run, its seed, and its schedule as executed
     /// (the same faults on the same nodes at the same times; triggers and random draws replaced
@@ -67,6 +77,32 @@ enum Command {
         /// Where the new run directory goes.
         #[arg(long, default_value = "reports-out")]
         report_dir: std::path::PathBuf,
+    },
+    /// Prove the checks fail when they must: run every entry of the flaw catalogue (lease flaws,
+    /// configuration hazards, a store flaw; docs/detection.md) on the scenario that should expose
+    /// it, and each entry's control, over N seeds; print which check caught what, how often, how
+    /// fast. Exit 0 every entry caught in >= 9/10 runs and every control passed; 1 an entry missed
+    /// or a control failed; 2 bad input (no self-test node build); 3 inconclusive.
+    Selftest {
+        /// Where the suite directory goes.
+        #[arg(long, default_value = "reports-out")]
+        report_dir: std::path::PathBuf,
+        /// Seeds per entry and per control (seeds FIRST, FIRST+1, ...).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        seeds: u32,
+        /// The first seed.
+        #[arg(long, default_value_t = 1)]
+        first_seed: u64,
+        /// Only these entries (repeatable).
+        #[arg(long = "entry", value_name = "NAME")]
+        entries: Vec<String>,
+        /// The self-test node build (default target/flawed/debug/leasequake; scripts/leasequake
+        /// builds it: `cargo build -p leasequake --features flaws --target-dir target/flawed`).
+        #[arg(long)]
+        flawed_node: Option<std::path::PathBuf>,
+        /// Stop after this long (as `run --max-duration`).
+        #[arg(long, value_parser = parse_duration)]
+        max_duration: Option<Duration>,
     },
     /// List scenarios (files or directories) with their one-line descriptions; exit 2 if any is
     /// invalid, naming file, line and field.
@@ -94,7 +130,13 @@ enum Command {
         dir: std::path::PathBuf,
     },
     /// Run as a node: the reference tenant-sync job, speaking the node protocol on stdin/stdout.
-    Node,
+    Node {
+        /// Self-test only: run the lease with this known flaw (docs/detection.md). Only the
+        /// self-test build accepts it: `cargo build -p leasequake --features flaws --target-dir
+        /// target/flawed`.
+        #[arg(long)]
+        flaw: Option<String>,
+    },
     /// Run the vector store (the run's ground truth: its audit log).
     VectorStore {
         /// Address to listen on.
@@ -141,6 +183,8 @@ enum Command {
 enum PolicyArg {
     Enforce,
     Observe,
+    /// Self-test only: enforce, except that the persist is never checked (a store bug).
+    FlawedSkipsPersist,
 }
 
 impl From<PolicyArg> for StorePolicy {
@@ -148,6 +192,7 @@ impl From<PolicyArg> for StorePolicy {
         match p {
             PolicyArg::Enforce => StorePolicy::Enforce,
             PolicyArg::Observe => StorePolicy::Observe,
+            PolicyArg::FlawedSkipsPersist => StorePolicy::FlawedSkipsPersist,
         }
     }
 }
@@ -168,6 +213,29 @@ enum EnvAction {
     },
     /// Remove every environment `env up` started.
     Down,
+}
+
+#[derive(Subcommand)]
+enum ReportAction {
+    /// Merge suite directories into a new one under --report-dir; exit code from the merged verdict.
+    Merge {
+        /// Suite directories (each holding summary.json), e.g. the shards' `reports-out/latest`.
+        suites: Vec<std::path::PathBuf>,
+        /// Where the merged suite directory goes.
+        #[arg(long, default_value = "reports-out")]
+        report_dir: std::path::PathBuf,
+    },
+}
+
+/// `K/N` with 1 <= K <= N.
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("`{s}` is not a shard: write K/N with 1 <= K <= N, e.g. 2/3");
+    let (k, n) = s.split_once('/').ok_or_else(bad)?;
+    let (k, n): (usize, usize) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+    if k == 0 || n == 0 || k > n {
+        return Err(bad());
+    }
+    Ok((k, n))
 }
 
 #[derive(Subcommand)]
@@ -230,8 +298,18 @@ async fn run_scenarios(
     opts: &leasequake::run::RunOptions,
     repeat: u32,
     max_duration: Option<Duration>,
+    shard: Option<(usize, usize)>,
 ) -> anyhow::Result<ExitCode> {
-    let files = leasequake::scenario::discover(paths);
+    let mut files = leasequake::scenario::discover(paths);
+    if let Some((k, n)) = shard {
+        let all = files.len();
+        files = leasequake::scenario::shard(files, k, n);
+        eprintln!("shard {k}/{n}: {} of {all} scenario files", files.len());
+        if files.is_empty() {
+            println!("shard {k}/{n} has no scenario files (only {all} in all): nothing to run");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let mut scenarios = Vec::new();
     for f in &files {
         match leasequake::scenario::load(f) {
@@ -296,55 +374,23 @@ async fn run_loaded(
             } else {
                 format!("[{done}/{total}] {}", sc.name)
             };
-            opts.progress.scenario(&label, sc.faults.len());
-            let ticker = tokio_util::sync::CancellationToken::new();
-            let tick = tokio::spawn(opts.progress.clone().tick(ticker.clone()));
             let seed = leasequake::run::seed_for(sc, opts);
-            let dir = suite.next_run_dir(&sc.name);
-            let began = std::time::Instant::now();
-            let outcome = leasequake::run::run(sc, seed, &dir, opts, &interrupt).await;
-            ticker.cancel();
-            let _ = tick.await;
-            opts.progress.clear();
-            let _ = std::fs::copy(file, dir.join("scenario.toml"));
-            let env = opts.attach.as_ref().map(|a| format!(" --env {}", a.run_id)).unwrap_or_default();
-            let node_cmd =
-                opts.node_cmd.as_ref().map(|c| format!(" --node-cmd \"{}\"", c.join(" "))).unwrap_or_default();
-            let mut run = leasequake_reports::suite::ScenarioRun {
-                name: sc.name.clone(),
-                file: file.display().to_string(),
-                description: sc.description.clone(),
-                seed,
-                dir: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-                took_s: began.elapsed().as_secs_f64(),
-                config: scenario_config(sc, opts),
-                expected: sc.expected_failure(),
-                result: None,
-                error: None,
-                repro: format!("leasequake run {} --seed {seed}{env}{node_cmd}", file.display()),
-            };
-            let versions = match outcome {
-                Ok(out) => {
-                    run.result = Some(out.result);
-                    out.versions
-                }
-                Err(e) => {
-                    run.error = Some(e.to_string());
-                    Default::default()
-                }
-            };
+            let run = run_one(&mut suite, file, sc, seed, opts, &interrupt, &label).await;
             println!(
                 "{:<13} {:<32} seed {:<20} {}  [{}]",
                 run.shown().label(),
                 sc.name,
                 seed,
                 run.finding(),
-                dir.display()
+                suite.dir().join(&run.dir).display()
             );
             if run.verdict() != leasequake_reports::Verdict::Pass {
-                println!("  repro: leasequake repro {}   (or, from the scenario file: {})", dir.display(), run.repro);
+                println!(
+                    "  repro: leasequake repro {}   (or, from the scenario file: {})",
+                    suite.dir().join(&run.dir).display(),
+                    run.repro
+                );
             }
-            suite.add(run, &versions);
         }
     }
     let stopped = interrupt.reason().map(|reason| {
@@ -355,6 +401,198 @@ async fn run_loaded(
     let page = suite.finish(stopped)?;
     println!("report: {}", page.display());
     Ok(ExitCode::from(u8::try_from(suite.verdict().exit_code()).unwrap_or(3)))
+}
+
+/// `leasequake selftest`: see its help.
+async fn selftest(
+    report_dir: &std::path::Path,
+    seeds: u32,
+    first_seed: u64,
+    only: &[String],
+    flawed_node: Option<std::path::PathBuf>,
+    max_duration: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    use leasequake::selftest;
+    let entries = match selftest::select(only) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let root = std::path::PathBuf::from(".");
+    if !root.join("scenarios/selftest").is_dir() {
+        eprintln!("error: scenarios/selftest not found here: run the self-test from the checkout's root");
+        return Ok(ExitCode::from(2));
+    }
+    let flawed = flawed_node.unwrap_or_else(|| "target/flawed/debug/leasequake".into());
+    let flawed = match std::fs::canonicalize(&flawed) {
+        Ok(p) if p.is_file() => p,
+        _ => {
+            eprintln!(
+                "error: no self-test node at {}: build it with `cargo build -p leasequake --features flaws \
+                 --target-dir target/flawed` (scripts/leasequake selftest does), or name it with --flawed-node",
+                flawed.display()
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let interrupt = leasequake::run::Interrupt::new();
+    {
+        let i = interrupt.clone();
+        tokio::spawn(async move {
+            terminated().await;
+            i.fire("interrupted (Ctrl-C or SIGTERM)");
+        });
+    }
+    if let Some(limit) = max_duration {
+        let i = interrupt.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            i.fire(&format!("--max-duration {}s reached", limit.as_secs()));
+        });
+    }
+    let mut suite = leasequake::report::SuiteDir::create(report_dir)?;
+    let variants_dir = suite.dir().join("selftest-scenarios");
+    let mut plan: Vec<(Option<usize>, std::path::PathBuf)> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        plan.push((Some(i), selftest::write_variant(&root, e, &flawed, &variants_dir)?));
+    }
+    let controls = selftest::controls(&entries);
+    let mut loaded = Vec::new();
+    for (entry, file) in plan.into_iter().chain(controls.iter().map(|c| (None, std::path::PathBuf::from(c)))) {
+        match leasequake::scenario::load(&file) {
+            Ok(s) => loaded.push((entry, file, s)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
+    let seeds: Vec<u64> = (0..u64::from(seeds)).map(|k| first_seed + k).collect();
+    let opts = leasequake::run::RunOptions {
+        seed: None,
+        node_cmd: None,
+        attach: None,
+        progress: leasequake::progress::Progress::stderr(),
+    };
+    let total = seeds.len() * loaded.len();
+    let mut done = 0;
+    let mut results: Vec<(Option<usize>, std::path::PathBuf, leasequake_reports::suite::ScenarioRun)> = Vec::new();
+    // Seed by seed, so that a run cut short by --max-duration still covers every entry.
+    'all: for seed in &seeds {
+        for (entry, file, sc) in &loaded {
+            if interrupt.fired() {
+                break 'all;
+            }
+            done += 1;
+            let what = entry.map_or_else(|| "control".to_owned(), |i| entries[i].name.to_owned());
+            let label = format!("[{done}/{total}] {what} seed {seed}");
+            let run = run_one(&mut suite, file, sc, *seed, &opts, &interrupt, &label).await;
+            let line = match entry {
+                Some(_) => {
+                    let c = selftest::Caught::of(&run, suite.dir());
+                    let said = if c.caught() {
+                        format!("caught by {}", c.by.join(", "))
+                    } else if c.inconclusive {
+                        format!("inconclusive: {}", run.finding())
+                    } else {
+                        "not caught".into()
+                    };
+                    format!("{:<32} seed {seed:<4} {said}", what)
+                }
+                None => format!(
+                    "{:<32} seed {seed:<4} {} {}",
+                    format!("control {}", sc.name),
+                    run.shown().label(),
+                    run.finding()
+                ),
+            };
+            println!("{line}  [{}]", suite.dir().join(&run.dir).display());
+            results.push((*entry, file.clone(), run));
+        }
+    }
+    let rows: Vec<selftest::Row> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let runs = results
+                .iter()
+                .filter(|(entry, _, _)| *entry == Some(i))
+                .map(|(_, _, r)| selftest::Caught::of(r, suite.dir()))
+                .collect();
+            let control: Vec<&leasequake_reports::suite::ScenarioRun> = results
+                .iter()
+                .filter(|(entry, file, _)| entry.is_none() && file.as_path() == std::path::Path::new(e.control))
+                .map(|(_, _, r)| r)
+                .collect();
+            selftest::row(e, runs, &control)
+        })
+        .collect();
+    let table = selftest::markdown(&rows, &seeds);
+    println!("\n{table}");
+    std::fs::write(suite.dir().join("selftest.md"), &table)?;
+    std::fs::write(suite.dir().join("selftest.json"), serde_json::to_string_pretty(&rows)?)?;
+    let stopped = interrupt.reason().map(|reason| {
+        println!("stopped: {reason}; {} of {total} runs not started", total - done);
+        reason
+    });
+    let page = suite.finish(stopped)?;
+    println!("report: {}  (table: {})", page.display(), suite.dir().join("selftest.md").display());
+    let code = match selftest::exit_code(&rows) {
+        0 if interrupt.fired() => 3,
+        c => c,
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// Runs one scenario with `seed` into the suite's next run directory and records it in the suite.
+async fn run_one(
+    suite: &mut leasequake::report::SuiteDir,
+    file: &std::path::Path,
+    sc: &leasequake::scenario::Scenario,
+    seed: u64,
+    opts: &leasequake::run::RunOptions,
+    interrupt: &leasequake::run::Interrupt,
+    label: &str,
+) -> leasequake_reports::suite::ScenarioRun {
+    opts.progress.scenario(label, sc.faults.len());
+    let ticker = tokio_util::sync::CancellationToken::new();
+    let tick = tokio::spawn(opts.progress.clone().tick(ticker.clone()));
+    let dir = suite.next_run_dir(&sc.name);
+    let began = std::time::Instant::now();
+    let outcome = leasequake::run::run(sc, seed, &dir, opts, interrupt).await;
+    ticker.cancel();
+    let _ = tick.await;
+    opts.progress.clear();
+    let _ = std::fs::copy(file, dir.join("scenario.toml"));
+    let env = opts.attach.as_ref().map(|a| format!(" --env {}", a.run_id)).unwrap_or_default();
+    let node_cmd = opts.node_cmd.as_ref().map(|c| format!(" --node-cmd \"{}\"", c.join(" "))).unwrap_or_default();
+    let mut run = leasequake_reports::suite::ScenarioRun {
+        name: sc.name.clone(),
+        file: file.display().to_string(),
+        description: sc.description.clone(),
+        seed,
+        dir: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        took_s: began.elapsed().as_secs_f64(),
+        config: scenario_config(sc, opts),
+        expected: sc.expected_failure(),
+        result: None,
+        error: None,
+        repro: format!("leasequake run {} --seed {seed}{env}{node_cmd}", file.display()),
+    };
+    let versions = match outcome {
+        Ok(out) => {
+            run.result = Some(out.result);
+            out.versions
+        }
+        Err(e) => {
+            run.error = Some(e.to_string());
+            Default::default()
+        }
+    };
+    suite.add(run.clone(), &versions);
+    run
 }
 
 /// The scenario's configuration as run, for summary.json.
@@ -420,7 +658,34 @@ fn main() -> ExitCode {
     code
 }
 
+/// The node variant `node --flaw NAME` asks for. A production build has no flaws to select.
+fn node_variant(flaw: Option<&str>) -> anyhow::Result<leasequake::node::Variant> {
+    let Some(name) = flaw else { return Ok(leasequake::node::Variant::reference()) };
+    #[cfg(feature = "flaws")]
+    {
+        let Some(f) = redis_lease::Flaw::from_name(name) else {
+            let known: Vec<&str> = redis_lease::Flaw::ALL.iter().map(|f| f.name()).collect();
+            anyhow::bail!("unknown flaw {name:?}; known flaws: {}", known.join(", "));
+        };
+        Ok(leasequake::node::Variant {
+            label: Some(format!("flaw: {}", f.name())),
+            configure: Box::new(move |c| c.with_flaw(f)),
+        })
+    }
+    #[cfg(not(feature = "flaws"))]
+    anyhow::bail!(
+        "this build cannot select flaws (asked for {name:?}); the self-test node is a separate build: \
+         cargo build -p leasequake --features flaws --target-dir target/flawed"
+    )
+}
+
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    if cfg!(feature = "flaws") && !matches!(command, Command::Node { .. }) {
+        anyhow::bail!(
+            "this is the self-test build of the node (built with --features flaws): it only runs \
+             `node --flaw NAME`; use the normal build (target/debug/leasequake) for everything else"
+        );
+    }
     match command {
         Command::Env { action: EnvAction::Down } => {
             let docker = leasequake::docker::connect().await?;
@@ -482,7 +747,34 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             println!("removed environment {r}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { paths, seed, report_dir, repeat, max_duration, node_cmd, env_id, redis_password_file } => {
+        Command::Report { action: ReportAction::Merge { suites, report_dir } } => {
+            if suites.is_empty() {
+                eprintln!("error: name the suite directories to merge (each holds a summary.json)");
+                return Ok(ExitCode::from(2));
+            }
+            match leasequake::report::SuiteDir::merge(&report_dir, &suites) {
+                Ok((page, verdict)) => {
+                    println!("merged {} suites: {}", suites.len(), format!("{verdict:?}").to_uppercase());
+                    println!("report: {}", page.display());
+                    Ok(ExitCode::from(u8::try_from(verdict.exit_code()).unwrap_or(3)))
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
+        Command::Run {
+            paths,
+            seed,
+            report_dir,
+            repeat,
+            max_duration,
+            node_cmd,
+            env_id,
+            redis_password_file,
+            shard,
+        } => {
             let attach = match env_id {
                 None => None,
                 Some(run_id) => {
@@ -502,7 +794,10 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 attach,
                 progress: leasequake::progress::Progress::stderr(),
             };
-            run_scenarios(&paths, &report_dir, &opts, repeat, max_duration).await
+            run_scenarios(&paths, &report_dir, &opts, repeat, max_duration, shard).await
+        }
+        Command::Selftest { report_dir, seeds, first_seed, entries, flawed_node, max_duration } => {
+            selftest(&report_dir, seeds, first_seed, &entries, flawed_node, max_duration).await
         }
         Command::Repro { dir, report_dir } => {
             let scenario = match leasequake::scenario::replay(&dir) {
@@ -597,8 +892,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::from(u8::try_from(r.verdict.exit_code()).unwrap_or(3)))
         }
-        Command::Node => {
-            leasequake::node::run(tokio::io::stdin(), tokio::io::stdout()).await?;
+        Command::Node { flaw } => {
+            let variant = node_variant(flaw.as_deref())?;
+            leasequake::node::run_variant(tokio::io::stdin(), tokio::io::stdout(), variant).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::VectorStore { listen, policy, audit_file } => {

@@ -80,11 +80,37 @@ fn aborted(lost: bool, reason: impl Into<String>) -> Outcome {
     Outcome::Aborted { lost, reason: reason.into() }
 }
 
-/// Runs a node on `input`/`output` until stopped. Returns an error only when the node cannot
-/// start (no configuration, wrong protocol); everything later is reported as events.
+/// A variant of the reference node: its name (reported in `hello`) and what it does to the lease
+/// configuration. The production node is [`Variant::reference`]; the self-test build adds a flaw.
+pub struct Variant {
+    /// Shown in the `hello` event after the implementation's name, e.g. `flaw: non-sticky-loss`.
+    pub label: Option<String>,
+    /// Applied to the lease configuration the harness sent.
+    pub configure: Box<dyn Fn(LeaseConfig) -> LeaseConfig + Send + Sync>,
+}
+
+impl Variant {
+    /// The production node: the lease exactly as configured.
+    #[must_use]
+    pub fn reference() -> Self {
+        Self { label: None, configure: Box::new(|c| c) }
+    }
+}
+
+/// Runs the reference node on `input`/`output` until stopped. Returns an error only when the
+/// node cannot start (no configuration, wrong protocol); everything later is reported as events.
 pub async fn run(
     input: impl AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
+) -> Result<(), HarnessError> {
+    run_variant(input, output, Variant::reference()).await
+}
+
+/// Runs a node variant (see [`Variant`]); otherwise as [`run`].
+pub async fn run_variant(
+    input: impl AsyncRead + Unpin + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    variant: Variant,
 ) -> Result<(), HarnessError> {
     let (tx, mut rx) = mpsc::channel::<NodeEvent>(EVENT_QUEUE);
     let writer = tokio::spawn(async move {
@@ -98,12 +124,16 @@ pub async fn run(
         }
     });
     let emitter = Emitter { tx, round: Arc::new(AtomicU64::new(0)), order: Arc::default() };
-    let result = serve(input, emitter).await;
+    let result = serve(input, emitter, Arc::new(variant)).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     result
 }
 
-async fn serve(input: impl AsyncRead + Unpin + Send + 'static, emitter: Emitter) -> Result<(), HarnessError> {
+async fn serve(
+    input: impl AsyncRead + Unpin + Send + 'static,
+    emitter: Emitter,
+    variant: Arc<Variant>,
+) -> Result<(), HarnessError> {
     let mut lines = FramedRead::new(input, LinesCodec::new_with_max_length(LINE_LIMIT));
     let protocol = |detail: String| HarnessError::NodeProtocol { detail };
     let config = match lines.next().await {
@@ -123,7 +153,10 @@ async fn serve(input: impl AsyncRead + Unpin + Send + 'static, emitter: Emitter)
     }
     emitter.emit(EventKind::Hello {
         protocol: PROTOCOL_VERSION,
-        implementation: format!("leasequake-node {}", env!("CARGO_PKG_VERSION")),
+        implementation: match &variant.label {
+            Some(label) => format!("leasequake-node {} ({label})", env!("CARGO_PKG_VERSION")),
+            None => format!("leasequake-node {}", env!("CARGO_PKG_VERSION")),
+        },
     });
 
     // The renewal thread: a runtime of its own, so stalling it blocks renewal and nothing else.
@@ -181,7 +214,7 @@ async fn serve(input: impl AsyncRead + Unpin + Send + 'static, emitter: Emitter)
         () = stop.cancelled() => {}
     }
     if !stop.is_cancelled() {
-        Node::new(config, emitter.clone(), renewal, stop.clone(), go_rx, slow_model).run().await;
+        Node::new(config, emitter.clone(), renewal, stop.clone(), go_rx, slow_model, variant).run().await;
     }
     emitter.emit(EventKind::Stopped);
     dispatcher.abort();
@@ -205,6 +238,7 @@ struct Node {
     in_flight: Option<(String, u64)>,
     /// A sync point passed and not yet held at: the node holds before its next step.
     pending_sync: Option<(u8, String)>,
+    variant: Arc<Variant>,
 }
 
 impl Node {
@@ -215,6 +249,7 @@ impl Node {
         stop: CancellationToken,
         go: mpsc::Receiver<u8>,
         slow_model: Arc<AtomicU64>,
+        variant: Arc<Variant>,
     ) -> Self {
         Self {
             cfg,
@@ -227,6 +262,7 @@ impl Node {
             call: 0,
             in_flight: None,
             pending_sync: None,
+            variant,
         }
     }
 
@@ -284,10 +320,12 @@ impl Node {
     /// Connects to Redis (retrying until stopped) and builds the lease client.
     async fn connect(&self) -> Option<LeaseClient<redis::aio::ConnectionManager>> {
         let l = &self.cfg.lease;
-        let config = LeaseConfig::scaled(Duration::from_millis(l.ttl_ms))
-            .with_renew_interval(Duration::from_millis(l.renew_ms))
-            .with_acquire_wait(Duration::from_millis(l.acquire_wait_ms))
-            .with_command_timeout(Duration::from_millis(l.command_timeout_ms));
+        let config = (self.variant.configure)(
+            LeaseConfig::scaled(Duration::from_millis(l.ttl_ms))
+                .with_renew_interval(Duration::from_millis(l.renew_ms))
+                .with_acquire_wait(Duration::from_millis(l.acquire_wait_ms))
+                .with_command_timeout(Duration::from_millis(l.command_timeout_ms)),
+        );
         let client = match redis::Client::open(self.cfg.redis_url.as_str()) {
             Ok(c) => c,
             // redis-rs's parse errors do not echo the URL, so no password reaches the history.

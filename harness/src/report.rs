@@ -99,7 +99,12 @@ impl SuiteDir {
     /// Writes summary.json, junit.xml, summary.md and report.html, and points `latest` here.
     /// Returns the report page.
     pub fn finish(&mut self, stopped: Option<String>) -> Result<PathBuf, HarnessError> {
-        self.suite.took_s = self.started.elapsed().as_secs_f64();
+        let took = self.started.elapsed().as_secs_f64();
+        self.write(stopped, took)
+    }
+
+    fn write(&mut self, stopped: Option<String>, took_s: f64) -> Result<PathBuf, HarnessError> {
+        self.suite.took_s = took_s;
         if stopped.is_some() {
             self.suite.verdict = self.suite.verdict.combine(Verdict::Inconclusive);
         }
@@ -124,6 +129,47 @@ impl SuiteDir {
         Ok(page)
     }
 
+    /// Merges finished suites (directories holding summary.json) into a new suite under
+    /// `report_dir`: every run directory is copied in, renumbered in order, and the renderers run
+    /// over the whole. Returns the report page and the merged verdict.
+    pub fn merge(report_dir: &Path, inputs: &[PathBuf]) -> Result<(PathBuf, Verdict), HarnessError> {
+        let bad = |path: &Path, detail: String| HarnessError::History { path: path.to_path_buf(), detail };
+        let mut suites = Vec::new();
+        for dir in inputs {
+            let path = dir.join("summary.json");
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| bad(&path, format!("cannot read it ({e}): is {} a suite directory?", dir.display())))?;
+            let suite: Suite = serde_json::from_str(&text).map_err(|e| bad(&path, format!("not a summary: {e}")))?;
+            if suite.schema != SUMMARY_SCHEMA {
+                return Err(bad(&path, format!("summary schema {} is not {SUMMARY_SCHEMA}", suite.schema)));
+            }
+            suites.push((dir, suite));
+        }
+        let mut merged = Self::create(report_dir)?;
+        let mut took: f64 = 0.0;
+        let mut stopped = Vec::new();
+        for (dir, suite) in suites {
+            took = took.max(suite.took_s);
+            if suite.started_utc < merged.suite.started_utc {
+                merged.suite.started_utc.clone_from(&suite.started_utc);
+            }
+            if let Some(why) = suite.stopped {
+                stopped.push(format!("{}: {why}", dir.display()));
+            }
+            for mut run in suite.scenarios {
+                let to = merged.next_run_dir(&run.name);
+                if !run.dir.is_empty() {
+                    copy_dir(&dir.join(&run.dir), &to).map_err(|e| bad(&to, format!("cannot copy the run: {e}")))?;
+                }
+                run.dir = to.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                merged.add(run, &suite.versions);
+            }
+        }
+        // The suites ran side by side: the whole took as long as the longest.
+        let page = merged.write((!stopped.is_empty()).then(|| stopped.join("; ")), took)?;
+        Ok((page, merged.suite.verdict))
+    }
+
     /// `report_dir/latest` -> this suite (replaced atomically; best effort where symlinks fail).
     fn link_latest(&self) {
         let Some(name) = self.dir.file_name() else { return };
@@ -133,6 +179,21 @@ impl SuiteDir {
             let _ = std::fs::rename(&tmp, self.root.join("latest"));
         }
     }
+}
+
+/// Copies a run directory (files and subdirectories; symlinks are not followed).
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()))?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
 }
 
 fn git_commit() -> Option<String> {

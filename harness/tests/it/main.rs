@@ -10,3 +10,4 @@ mod nodes;
 mod protocol_doc;
 mod runner;
 mod scenarios;
+mod selftest;
