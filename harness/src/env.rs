@@ -693,6 +693,16 @@ pub async fn remove_labelled(docker: &Docker, run: Option<&str>, only_dead: bool
     remove_matching(docker, &filter, only_dead).await
 }
 
+/// How many labelled containers exist (of any run, running or not).
+pub async fn labelled_containers(docker: &Docker) -> Result<usize, HarnessError> {
+    let filters = HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);
+    let containers = docker
+        .list_containers(Some(ListContainersOptionsBuilder::new().all(true).filters(&filters).build()))
+        .await
+        .map_err(|e| docker_err("cannot list containers", e))?;
+    Ok(containers.len())
+}
+
 /// Removes every labelled container and network created by `origin` (e.g. `env-up`).
 pub async fn remove_origin(docker: &Docker, origin: &str) -> Result<(), HarnessError> {
     remove_matching(docker, &format!("{LABEL_ORIGIN}={origin}"), false).await

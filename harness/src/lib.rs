@@ -25,6 +25,7 @@
 //! The environment (containers), nodes, faults, history, checker and runner arrive with their
 //! issues; see ARCHITECTURE.md for the map.
 
+pub mod bench;
 pub mod check;
 pub mod clock;
 pub mod demo;

@@ -78,6 +78,21 @@ enum Command {
         #[arg(long, default_value = "reports-out")]
         report_dir: std::path::PathBuf,
     },
+    /// Measure the speed figures against their targets (images, environment start, fault effect
+    /// times, checker and report on 1 M history lines), print them with their ratios and write
+    /// them as JSON. Removes and rebuilds the images: refuses while another run's containers
+    /// exist. `--checker-only` measures the checker and the report alone (no Docker).
+    Bench {
+        /// Samples per fault figure.
+        #[arg(long, default_value_t = 50)]
+        samples: usize,
+        /// Where the figures go (JSON).
+        #[arg(long, default_value = "reports-out/bench.json")]
+        out: std::path::PathBuf,
+        /// Only the checker and the report rendering.
+        #[arg(long)]
+        checker_only: bool,
+    },
     /// Prove the checks fail when they must: run every entry of the flaw catalogue (lease flaws,
     /// configuration hazards, a store flaw; docs/detection.md) on the scenario that should expose
     /// it, and each entry's control, over N seeds; print which check caught what, how often, how
@@ -345,21 +360,7 @@ async fn run_loaded(
             return Ok(ExitCode::from(2));
         }
     }
-    let interrupt = leasequake::run::Interrupt::new();
-    {
-        let i = interrupt.clone();
-        tokio::spawn(async move {
-            terminated().await;
-            i.fire("interrupted (Ctrl-C or SIGTERM)");
-        });
-    }
-    if let Some(limit) = max_duration {
-        let i = interrupt.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(limit).await;
-            i.fire(&format!("--max-duration {}s reached", limit.as_secs()));
-        });
-    }
+    let interrupt = interrupt_on_signal_or_after(max_duration);
     let total = scenarios.len() * repeat as usize;
     let mut suite = leasequake::report::SuiteDir::create(report_dir)?;
     let mut done = 0;
@@ -403,6 +404,24 @@ async fn run_loaded(
     Ok(ExitCode::from(u8::try_from(suite.verdict().exit_code()).unwrap_or(3)))
 }
 
+/// An interrupt fired by Ctrl-C or SIGTERM, or when `max_duration` has passed.
+fn interrupt_on_signal_or_after(max_duration: Option<Duration>) -> leasequake::run::Interrupt {
+    let interrupt = leasequake::run::Interrupt::new();
+    let i = interrupt.clone();
+    tokio::spawn(async move {
+        terminated().await;
+        i.fire("interrupted (Ctrl-C or SIGTERM)");
+    });
+    if let Some(limit) = max_duration {
+        let i = interrupt.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            i.fire(&format!("--max-duration {}s reached", limit.as_secs()));
+        });
+    }
+    interrupt
+}
+
 /// `leasequake selftest`: see its help.
 async fn selftest(
     report_dir: &std::path::Path,
@@ -437,21 +456,7 @@ async fn selftest(
             return Ok(ExitCode::from(2));
         }
     };
-    let interrupt = leasequake::run::Interrupt::new();
-    {
-        let i = interrupt.clone();
-        tokio::spawn(async move {
-            terminated().await;
-            i.fire("interrupted (Ctrl-C or SIGTERM)");
-        });
-    }
-    if let Some(limit) = max_duration {
-        let i = interrupt.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(limit).await;
-            i.fire(&format!("--max-duration {}s reached", limit.as_secs()));
-        });
-    }
+    let interrupt = interrupt_on_signal_or_after(max_duration);
     let mut suite = leasequake::report::SuiteDir::create(report_dir)?;
     let variants_dir = suite.dir().join("selftest-scenarios");
     let mut plan: Vec<(Option<usize>, std::path::PathBuf)> = Vec::new();
@@ -795,6 +800,32 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 progress: leasequake::progress::Progress::stderr(),
             };
             run_scenarios(&paths, &report_dir, &opts, repeat, max_duration, shard).await
+        }
+        Command::Bench { samples, out, checker_only } => {
+            let figures = if checker_only {
+                leasequake::bench::checker_figures(1_000_000)
+            } else {
+                match leasequake::bench::run(samples.max(1)).await {
+                    Ok(f) => f,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return Ok(ExitCode::from(3));
+                    }
+                }
+            };
+            print!("{}", leasequake::bench::table(&figures));
+            if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)?;
+            }
+            let json = serde_json::json!({
+                "utc": leasequake::report::utc(
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+                ),
+                "figures": figures,
+            });
+            std::fs::write(&out, serde_json::to_vec_pretty(&json)?)?;
+            println!("written to {}", out.display());
+            Ok(ExitCode::SUCCESS)
         }
         Command::Selftest { report_dir, seeds, first_seed, entries, flawed_node, max_duration } => {
             selftest(&report_dir, seeds, first_seed, &entries, flawed_node, max_duration).await

@@ -1,0 +1,475 @@
+//! `leasequake bench`: the speed figures against their targets, in one run, printed and written as
+//! JSON so runs can be compared. Benchmarks, not tests: nothing here asserts a time.
+//!
+//! Figures: images built from nothing and checked unchanged; environment start to ready; faults
+//! through the proxy and by signal, from request to the effect an independent probe sees (p50,
+//! p99), against the proxied round trip; Docker-level faults' own figures; the checker on 1 M
+//! history lines and the report rendering of that history.
+
+use std::time::{Duration, Instant};
+
+use leasequake_reports::history::{
+    AuditRecord, EventKind, FaultEvent, FaultPhase, FenceSource, Header, HistoryLine, NodeEvent, ObserverSample,
+    Snapshot, StoreOp, StorePolicy,
+};
+use serde::Serialize;
+
+use crate::env::{EnvConfig, Environment, PROXY_PORT_BASE};
+use crate::error::HarnessError;
+use crate::image::{ensure, remove_all, ImageSpec};
+
+/// One measured figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    /// What was measured.
+    pub name: String,
+    /// The value.
+    pub value: f64,
+    /// Its unit (`s`, `ms`, `µs`).
+    pub unit: String,
+    /// The target, in the same unit, if there is one.
+    pub target: Option<f64>,
+    /// How it was measured (samples, percentiles, baseline).
+    pub note: String,
+}
+
+impl Figure {
+    fn new(name: &str, value: f64, unit: &str, target: Option<f64>, note: String) -> Self {
+        Self { name: name.into(), value, unit: unit.into(), target, note }
+    }
+    /// `value / target`, where there is a target.
+    #[must_use]
+    pub fn ratio(&self) -> Option<f64> {
+        self.target.map(|t| self.value / t)
+    }
+}
+
+/// Sorted samples' percentile `p` (0..=100).
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The checker and the report renderer on `lines` synthetic history lines.
+#[must_use]
+pub fn checker_figures(lines: usize) -> Vec<Figure> {
+    let h = synthetic_history(lines);
+    let t = Instant::now();
+    let result = crate::check::check(&h);
+    let checked = t.elapsed();
+    let run = leasequake_reports::suite::ScenarioRun {
+        name: "bench".into(),
+        file: "bench".into(),
+        description: "synthetic history".into(),
+        seed: 1,
+        dir: "01-bench".into(),
+        took_s: 0.0,
+        config: Default::default(),
+        expected: None,
+        result: Some(result),
+        error: None,
+        repro: String::new(),
+    };
+    let suite = leasequake_reports::suite::Suite {
+        schema: leasequake_reports::suite::SUMMARY_SCHEMA,
+        started_utc: String::new(),
+        took_s: 0.0,
+        versions: Default::default(),
+        verdict: run.verdict(),
+        stopped: None,
+        scenarios: vec![run],
+    };
+    let t = Instant::now();
+    let page = leasequake_reports::html::render(&suite, &[Some(h)]);
+    let rendered = t.elapsed();
+    let per_1m = 1e6 / lines as f64;
+    let build = if cfg!(debug_assertions) { "; DEBUG build: build with --release for the real figure" } else { "" };
+    vec![
+        Figure::new(
+            "checker, 1 M history lines",
+            checked.as_secs_f64() * per_1m,
+            "s",
+            Some(1.0),
+            format!("{lines} lines in {:.3} s{build}", checked.as_secs_f64()),
+        ),
+        Figure::new(
+            "report rendering of that history",
+            rendered.as_secs_f64() * per_1m,
+            "s",
+            Some(2.0),
+            format!("report.html of {} KB{build}", page.len() / 1024),
+        ),
+    ]
+}
+
+/// Everything: images (removed and rebuilt), environments, faults, checker. Refuses to run while
+/// another run's containers exist (it removes and rebuilds the images they use).
+pub async fn run(samples: usize) -> Result<Vec<Figure>, HarnessError> {
+    let docker = crate::docker::connect().await?;
+    let busy = crate::env::labelled_containers(&docker).await?;
+    if busy > 0 {
+        return Err(HarnessError::Environment {
+            detail: format!(
+                "{busy} labelled container(s) of another run exist: the bench removes and rebuilds the images \
+                 they use. Let them finish, or remove them with `leasequake clean`"
+            ),
+        });
+    }
+    let mut out = Vec::new();
+    let _ = remove_all(&docker).await;
+    let t = Instant::now();
+    let redis = ensure(&docker, &ImageSpec::redis()?).await?;
+    let proxy = ensure(&docker, &ImageSpec::proxy()?).await?;
+    let store = ensure(&docker, &ImageSpec::store()?).await?;
+    out.push(Figure::new(
+        "images built from nothing",
+        t.elapsed().as_secs_f64(),
+        "s",
+        Some(30.0),
+        "redis, proxy, store (cargo build aside)".into(),
+    ));
+    let t = Instant::now();
+    let mut rebuilt = false;
+    for spec in [ImageSpec::redis()?, ImageSpec::proxy()?, ImageSpec::store()?] {
+        rebuilt |= ensure(&docker, &spec).await?.rebuilt;
+    }
+    out.push(Figure::new(
+        "images unchanged: checked and reused",
+        t.elapsed().as_secs_f64(),
+        "s",
+        None,
+        if rebuilt { "REBUILT: an input changed between two builds".into() } else { "no rebuild".into() },
+    ));
+    let cfg = EnvConfig {
+        nodes: 1,
+        down_after_ms: 1000,
+        failover_timeout_ms: 3000,
+        ready_timeout: Duration::from_secs(60),
+        origin: "bench",
+        store_policy: StorePolicy::Enforce,
+        redis_image: redis,
+        proxy_image: proxy,
+        store_image: store,
+    };
+    let mut ready = Vec::new();
+    for _ in 0..5 {
+        let env = Environment::up(docker.clone(), &cfg).await?;
+        ready.push(env.ready_in.as_secs_f64());
+        env.down().await?;
+    }
+    ready.sort_by(f64::total_cmp);
+    out.push(Figure::new(
+        "environment start to ready (median of 5)",
+        percentile(&ready, 50.0),
+        "s",
+        Some(3.0),
+        format!("primary, replica, 3 Sentinels, proxy, store; all: {ready:.2?}"),
+    ));
+    let env = Environment::up(docker.clone(), &cfg).await?;
+    let faults = fault_figures(&env, samples).await;
+    env.down().await?;
+    out.extend(faults?);
+    out.extend(checker_figures(1_000_000));
+    Ok(out)
+}
+
+/// Faults in one environment: a proxy toxic and its removal, SIGSTOP of a process, and the Docker
+/// API's signal and network cut, each from request to the effect a probe sees.
+async fn fault_figures(env: &Environment, samples: usize) -> Result<Vec<Figure>, HarnessError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut out = Vec::new();
+    let err = |e: String| HarnessError::Environment { detail: e };
+    let proxy = leasequake_toxiproxy::Client::new(env.proxy_api.clone());
+    let listen = format!("0.0.0.0:{PROXY_PORT_BASE}");
+    proxy.create_proxy("bench", &listen, "redis-primary:6379").await.map_err(|e| err(e.to_string()))?;
+    let port = env.proxy_ports[0];
+    let auth = format!("AUTH {}\r\nPING\r\n", env.redis_password());
+    // Proxied round trip, the baseline.
+    let mut rtt = Vec::new();
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| err(e.to_string()))?;
+    conn.set_nodelay(true).map_err(|e| err(e.to_string()))?;
+    let mut buf = [0u8; 256];
+    conn.write_all(auth.as_bytes()).await.map_err(|e| err(e.to_string()))?;
+    let _ = tokio::time::timeout(Duration::from_secs(2), conn.read(&mut buf)).await;
+    for _ in 0..samples.max(1) * 4 {
+        let t = Instant::now();
+        conn.write_all(b"PING\r\n").await.map_err(|e| err(e.to_string()))?;
+        let n = tokio::time::timeout(Duration::from_secs(2), conn.read(&mut buf)).await;
+        if matches!(n, Ok(Ok(k)) if k > 0) {
+            rtt.push(ms(t.elapsed()));
+        }
+    }
+    drop(conn);
+    rtt.sort_by(f64::total_cmp);
+    let rtt_p50 = percentile(&rtt, 50.0);
+    out.push(Figure::new(
+        "proxied Redis round trip (p50)",
+        rtt_p50 * 1000.0,
+        "µs",
+        None,
+        format!("{} PINGs", rtt.len()),
+    ));
+    // A reset toxic: from the API request to a PING on a fresh connection being reset.
+    let (mut cut, mut heal) = (Vec::new(), Vec::new());
+    for i in 0..samples {
+        let name = format!("bench-{i}");
+        let t = Instant::now();
+        proxy
+            .add_toxic(
+                "bench",
+                &leasequake_toxiproxy::ToxicSpec::reset_peer(leasequake_toxiproxy::Stream::Downstream, 0)
+                    .named(name.clone()),
+            )
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        if wait_for(port, false).await {
+            cut.push(ms(t.elapsed()));
+        }
+        let t = Instant::now();
+        proxy.remove_toxic("bench", &name).await.map_err(|e| err(e.to_string()))?;
+        if wait_for(port, true).await {
+            heal.push(ms(t.elapsed()));
+        }
+    }
+    for (what, mut v) in
+        [("partition through the proxy: request to effect", cut), ("partition healed: request to effect", heal)]
+    {
+        v.sort_by(f64::total_cmp);
+        let note = format!(
+            "p50 {:.2} ms of {}; p99 / proxied round trip = {:.0}",
+            percentile(&v, 50.0),
+            v.len(),
+            percentile(&v, 99.0) / rtt_p50
+        );
+        out.push(Figure::new(&format!("{what} (p99)"), percentile(&v, 99.0), "ms", Some(50.0), note));
+    }
+    // SIGSTOP of a local process, seen in /proc.
+    let mut stop = Vec::new();
+    for _ in 0..samples {
+        let mut child = tokio::process::Command::new("sleep")
+            .arg("30")
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| err(e.to_string()))?;
+        let Some(pid) = child.id() else { continue };
+        let pid = rustix::process::Pid::from_raw(pid as i32).ok_or_else(|| err("no pid".into()))?;
+        let t = Instant::now();
+        rustix::process::kill_process(pid, rustix::process::Signal::STOP).map_err(|e| err(e.to_string()))?;
+        for _ in 0..10_000 {
+            if process_state(pid.as_raw_nonzero().get()) == Some('T') {
+                stop.push(ms(t.elapsed()));
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+    stop.sort_by(f64::total_cmp);
+    out.push(Figure::new(
+        "pause by signal: SIGSTOP to state T (p99)",
+        percentile(&stop, 99.0),
+        "ms",
+        Some(50.0),
+        format!("p50 {:.3} ms of {}", percentile(&stop, 50.0), stop.len()),
+    ));
+    // Docker-level: SIGSTOP through the Docker API to the primary's redis-server, seen in /proc.
+    let docker = env.docker();
+    let primary = env.container("redis-primary").ok_or_else(|| err("no primary".into()))?.to_owned();
+    let pid = docker
+        .inspect_container(&primary, None)
+        .await
+        .ok()
+        .and_then(|i| i.state)
+        .and_then(|s| s.pid)
+        .ok_or_else(|| err("no primary pid".into()))? as i32;
+    let signal =
+        |s: &str| testcontainers::bollard::query_parameters::KillContainerOptionsBuilder::new().signal(s).build();
+    let mut dstop = Vec::new();
+    for _ in 0..samples.min(10) {
+        let t = Instant::now();
+        docker.kill_container(&primary, Some(signal("SIGSTOP"))).await.map_err(|e| err(e.to_string()))?;
+        while process_state(pid) != Some('T') && t.elapsed() < Duration::from_secs(2) {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        dstop.push(ms(t.elapsed()));
+        docker.kill_container(&primary, Some(signal("SIGCONT"))).await.map_err(|e| err(e.to_string()))?;
+    }
+    dstop.sort_by(f64::total_cmp);
+    out.push(Figure::new(
+        "Docker-level pause: API SIGSTOP to state T (p99)",
+        percentile(&dstop, 99.0),
+        "ms",
+        None,
+        format!("p50 {:.1} ms of {}", percentile(&dstop, 50.0), dstop.len()),
+    ));
+    // Docker-level: cutting the primary from the replication network (the isolate failover).
+    let mut cuts = Vec::new();
+    for _ in 0..3 {
+        use testcontainers::bollard::models::{EndpointSettings, NetworkConnectRequest, NetworkDisconnectRequest};
+        let t = Instant::now();
+        let req = NetworkDisconnectRequest { container: primary.clone(), force: Some(true) };
+        docker.disconnect_network(&env.network("repl"), req).await.map_err(|e| err(e.to_string()))?;
+        cuts.push(ms(t.elapsed()));
+        let req =
+            NetworkConnectRequest { container: primary.clone(), endpoint_config: Some(EndpointSettings::default()) };
+        docker.connect_network(&env.network("repl"), req).await.map_err(|e| err(e.to_string()))?;
+    }
+    cuts.sort_by(f64::total_cmp);
+    out.push(Figure::new(
+        "Docker-level network cut: disconnect call (median of 3)",
+        percentile(&cuts, 50.0),
+        "ms",
+        None,
+        format!("all: {cuts:.0?}"),
+    ));
+    Ok(out)
+}
+
+/// Waits (at most 2 s) until a PING through the proxy on `port` is answered (`answered`) or is
+/// not (reset, closed, refused).
+async fn wait_for(port: u16, answered: bool) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let got = async {
+            let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+            c.write_all(b"PING\r\n").await.ok()?;
+            let mut buf = [0u8; 64];
+            match tokio::time::timeout(Duration::from_millis(200), c.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => Some(()),
+                _ => None,
+            }
+        }
+        .await
+        .is_some();
+        if got == answered {
+            return true;
+        }
+    }
+    false
+}
+
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// The figures as a table: name, value, target, ratio, note.
+#[must_use]
+pub fn table(figures: &[Figure]) -> String {
+    let mut s = String::new();
+    for f in figures {
+        let target = f.target.map_or("-".into(), |t| format!("<= {t} {}", f.unit));
+        let ratio = f.ratio().map_or(String::new(), |r| format!("ratio {r:.2}{}", if r > 1.0 { " OVER" } else { "" }));
+        s.push_str(&format!(
+            "{:<58} {:>10.3} {:<3} {:<14} {:<12} {}\n",
+            f.name, f.value, f.unit, target, ratio, f.note
+        ));
+    }
+    s
+}
+
+/// A synthetic history of about `n` lines: rounds of node events and audit records from three
+/// nodes, with losses, fenced rejections, faults and observer samples (the checker's workload).
+#[must_use]
+pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
+    let mut h = vec![HistoryLine::Header(Header {
+        version: 1,
+        run_id: "bench".into(),
+        scenario: "bench".into(),
+        seed: 1,
+        tenant: "t".into(),
+        policy: StorePolicy::Enforce,
+        fence_source: FenceSource::Redis,
+        expected: None,
+        liveness_bound_ms: 10_000,
+        node_silence_ms: 60_000,
+        observer_gap_ms: 60_000,
+        started_ns: 0,
+        audit_after: 0,
+        waste_budget_ms: None,
+    })];
+    let (mut t, mut seq, mut fence, mut fault) = (0u64, 0u64, 0u64, 0u64);
+    while h.len() < n {
+        fence += 1;
+        let node = format!("n{}", fence % 3 + 1);
+        let token = format!("{node}/1/{fence}/x");
+        let ev = |h: &mut Vec<HistoryLine>, t: &mut u64, kind| {
+            *t += 100_000;
+            let event = NodeEvent { mono_ns: *t, round: fence, kind };
+            h.push(HistoryLine::Node { node: node.clone(), incarnation: 1, received_ns: *t, event });
+        };
+        ev(&mut h, &mut t, EventKind::Acquired { token: token.clone(), fence });
+        for number in 1..=7u8 {
+            ev(&mut h, &mut t, EventKind::CheckpointPassed { token: token.clone(), number });
+            ev(
+                &mut h,
+                &mut t,
+                EventKind::StoreCallSent { token: token.clone(), fence, op: StoreOp::Upsert, call: u64::from(number) },
+            );
+            seq += 1;
+            t += 100_000;
+            let stale = fence % 10 == 0 && number == 7;
+            h.push(HistoryLine::Audit(AuditRecord {
+                seq,
+                mono_ns: t,
+                tenant: "t".into(),
+                node: node.clone(),
+                token: token.clone(),
+                fence: if stale { fence - 1 } else { fence },
+                op: if number == 5 { StoreOp::SwitchAlias } else { StoreOp::Upsert },
+                collection: Some(format!("c{fence}")),
+                accepted: !stale,
+                reason: stale.then(|| "stale fence".into()),
+                alias_version: (number == 5).then_some(fence),
+                call: u64::from(number),
+            }));
+            ev(&mut h, &mut t, EventKind::StoreCallAcked { token: token.clone(), call: u64::from(number) });
+        }
+        if fence % 7 == 0 {
+            ev(
+                &mut h,
+                &mut t,
+                EventKind::OwnershipLost { token: token.clone(), reason: "expired".into(), checkpoint: Some(3) },
+            );
+        }
+        t += 100_000;
+        h.push(HistoryLine::Observer(ObserverSample {
+            instance: "redis-primary".into(),
+            at_ns: t,
+            holder: Some(token.clone()),
+            ttl_ms: Some(900),
+            role: Some("master".into()),
+            error: None,
+        }));
+        if fence % 50 == 0 {
+            fault += 1;
+            for phase in [FaultPhase::Requested, FaultPhase::Verified, FaultPhase::Healed] {
+                t += 100_000;
+                h.push(HistoryLine::Fault(FaultEvent {
+                    id: fault,
+                    fault: "pause_node".into(),
+                    target: node.clone(),
+                    phase,
+                    at_ns: t,
+                    detail: String::new(),
+                }));
+            }
+        }
+    }
+    h.push(HistoryLine::Snapshot(Snapshot {
+        ended_ns: t + 1,
+        faults_still_applied: vec![],
+        temporary_collections_left: vec![],
+        versions: Default::default(),
+    }));
+    h
+}
