@@ -48,6 +48,8 @@ pub struct ImageSpec {
     dirs: Vec<(String, u32)>,
     cmd: Vec<String>,
     expose: Vec<u16>,
+    /// Environment variables (`K=V`) baked into the image.
+    env: Vec<String>,
 }
 
 /// The Redis image's Debian packages: the server/sentinel/cli binaries, their two libraries not
@@ -75,7 +77,15 @@ impl ImageSpec {
             vec![RootfsFile { source: binary.clone(), dest: "/usr/local/bin/toxiproxy-server".into(), mode: 0o755 }];
         files.extend(shared_libraries(&binary, None)?);
         let cmd = ["/usr/local/bin/toxiproxy-server", "-host", "0.0.0.0", "-port", "8474"].map(str::to_owned).to_vec();
-        Ok(Self { name: "toxiproxy", files, links: vec![], dirs: vec![], cmd, expose: vec![PROXY_API_PORT] })
+        Ok(Self {
+            name: "toxiproxy",
+            files,
+            links: vec![],
+            dirs: vec![],
+            cmd,
+            expose: vec![PROXY_API_PORT],
+            env: vec![],
+        })
     }
 
     /// The vector store: this harness's own binary running `vector-store` on 0.0.0.0:7700, its
@@ -92,6 +102,7 @@ impl ImageSpec {
             dirs: vec![("/data".into(), 0o777)],
             cmd: store_command(StorePolicy::Enforce),
             expose: vec![STORE_PORT],
+            env: vec![],
         })
     }
 
@@ -111,6 +122,7 @@ impl ImageSpec {
                 }
             }
         }
+        files.push(RootfsFile { source: clock_shim()?, dest: CLOCK_SHIM_PATH.into(), mode: 0o644 });
         let links = [
             ("/usr/bin/redis-server", "redis-check-rdb"),
             ("/usr/bin/redis-sentinel", "redis-check-rdb"),
@@ -123,6 +135,9 @@ impl ImageSpec {
             dirs: vec![("/data".into(), 0o777), ("/tmp".into(), 0o1777)],
             cmd: ["/usr/bin/redis-server", "--protected-mode", "no", "--dir", "/data"].map(str::to_owned).to_vec(),
             expose: vec![6379, 26379],
+            // Every dynamic program of the image reads its wall clock through the shim: 0 offset
+            // until a `clock_jump` fault writes /data/clock-offset-ms.
+            env: vec![format!("LD_PRELOAD={CLOCK_SHIM_PATH}")],
         })
     }
 
@@ -151,6 +166,7 @@ impl ImageSpec {
         }
         h.update(self.cmd.join("\0").as_bytes());
         h.update(format!("{:?}", self.expose).as_bytes());
+        h.update(self.env.join("\0").as_bytes());
         Ok(h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect())
     }
 
@@ -223,6 +239,7 @@ pub async fn ensure(docker: &Docker, spec: &ImageSpec) -> Result<Built, HarnessE
             format!("LABEL {LABEL_INPUTS}={hash}"),
         ];
         changes.extend(spec.expose.iter().map(|p| format!("EXPOSE {p}/tcp")));
+        changes.extend(spec.env.iter().map(|e| format!("ENV {e}")));
         let options = CreateImageOptionsBuilder::new().from_src("-").repo(&repo).tag(&hash).changes(changes).build();
         let tar = spec.rootfs_tar()?;
         let mut progress = docker.create_image(Some(options), Some(body_full(tar.into())), None);
@@ -375,6 +392,29 @@ fn shared_libraries(binary: &Path, root: Option<&Path>) -> Result<Vec<RootfsFile
 }
 
 /// Where downloaded packages and unpacked roots are kept between runs.
+/// Where the Redis image carries its clock shim (harness/clockshim), preloaded in every process.
+pub const CLOCK_SHIM_PATH: &str = "/usr/lib/leasequake-clockshim.so";
+/// The file whose leading decimal number is the shim's offset in ms, in every Redis container.
+pub const CLOCK_OFFSET_FILE: &str = "/data/clock-offset-ms";
+
+/// The clock shim the build compiled, written once into the cache so an image can take it in.
+fn clock_shim() -> Result<PathBuf, HarnessError> {
+    const SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/clockshim.so"));
+    let digest: String = Sha256::digest(SHIM).iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let path = cache_dir().join(format!("clockshim-{digest}.so"));
+    if !path.is_file() {
+        let failed = |e: std::io::Error| HarnessError::ImageBuild {
+            image: "leasequake/redis".into(),
+            detail: format!("cannot write the clock shim to {}: {e}", path.display()),
+        };
+        std::fs::create_dir_all(cache_dir()).map_err(failed)?;
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, SHIM).map_err(failed)?;
+        std::fs::rename(&tmp, &path).map_err(failed)?;
+    }
+    Ok(path)
+}
+
 fn cache_dir() -> PathBuf {
     std::env::var_os("LEASEQUAKE_CACHE").map(PathBuf::from).unwrap_or_else(|| {
         std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from).join(".cache/leasequake")

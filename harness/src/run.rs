@@ -548,6 +548,7 @@ async fn drive(
                 "latency_ms": f.latency_ms,
                 "follow_ms": f.follow_ms,
                 "never_follow": f.never_follow,
+                "jump_ms": f.jump_ms,
             }));
         };
         let bound_ms = s.liveness_bound_ms();
@@ -794,7 +795,14 @@ fn stop_signal(signal: &str) -> testcontainers::bollard::query_parameters::KillC
 
 /// What a fault without a node target acts on.
 fn untargeted(f: &Fault) -> &'static str {
-    if matches!(f.kind, FaultKind::Failover | FaultKind::RedisRestart | FaultKind::KeyLoss | FaultKind::PauseWrites) {
+    if matches!(
+        f.kind,
+        FaultKind::Failover
+            | FaultKind::RedisRestart
+            | FaultKind::KeyLoss
+            | FaultKind::PauseWrites
+            | FaultKind::ClockJump
+    ) {
         "redis-primary"
     } else {
         "store"
@@ -955,6 +963,17 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
             }
             let now = if now.trim().is_empty() { "absent".to_owned() } else { format!("held by {}", now.trim()) };
             Ok(format!("deleted the lease key on redis-primary while {holder} held it; now {now}"))
+        }
+        FaultKind::ClockJump => {
+            let jump = f.jump_ms.unwrap_or(0);
+            let seen = set_clock_offset(env, jump).await?;
+            // The probe: Redis's own TIME, against the host's clock.
+            if (seen - jump).abs() > 1000 {
+                return Err(format!("asked for a {jump:+} ms jump, but Redis's TIME is {seen:+} ms off the host's"));
+            }
+            Ok(format!(
+                "redis-primary's wall clock moved {jump:+} ms: its TIME is {seen:+} ms off the host's (keys expire on it)"
+            ))
         }
         FaultKind::PauseWrites => {
             let ms = f.duration_ms().to_string();
@@ -1141,6 +1160,28 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
     }
 }
 
+/// Sets the primary's clock offset (the clock shim's file, see harness/clockshim) and returns how
+/// far Redis's `TIME` then is from the host's clock, in ms.
+async fn set_clock_offset(env: &Environment, offset_ms: i64) -> Result<i64, String> {
+    // Fixed width, space padded: the shim reads the leading number through a shared mapping.
+    let text = format!("{:<32}", format!("{offset_ms:+}"));
+    let script =
+        format!("printf '%s' \"$0\" | busybox dd of={} conv=notrunc 2>/dev/null", crate::image::CLOCK_OFFSET_FILE);
+    env.exec("redis-primary", &["sh", "-c", &script, &text]).await.map_err(|e| e.to_string())?;
+    let before = unix_ms();
+    let time = env.redis_cli("redis-primary", &["TIME"]).await.map_err(|e| e.to_string())?;
+    let after = unix_ms();
+    let mut parts = time.lines().map(str::trim);
+    let (Some(Ok(s)), Some(Ok(us))) = (parts.next().map(str::parse::<i64>), parts.next().map(str::parse::<i64>)) else {
+        return Err(format!("TIME answered `{}`", time.trim()));
+    };
+    Ok(s * 1000 + us / 1000 - (before + after) / 2)
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
 /// Verifies a stalled renewal from Redis itself: if `node` holds the key, its remaining ttl must
 /// fall below what renewals every `renew_ms` would keep (ttl - 1.5 renewal intervals), or the key
 /// must leave it. A node that holds nothing has no renewal to observe: that is said, not hidden.
@@ -1225,6 +1266,10 @@ async fn heal(
         },
         FaultKind::RedisRestart => "nothing to undo: the data is gone for good".into(),
         FaultKind::KeyLoss => "nothing to undo: the key is gone".into(),
+        FaultKind::ClockJump => match set_clock_offset(ctx.env, 0).await {
+            Ok(seen) => format!("clock set back to the host's (TIME now {seen:+} ms off)"),
+            Err(e) => format!("setting the clock back failed: {e}"),
+        },
         FaultKind::PauseWrites => match ctx.env.redis_cli("redis-primary", &["CLIENT", "UNPAUSE"]).await {
             Ok(a) if a.trim().eq_ignore_ascii_case("ok") => "CLIENT UNPAUSE".into(),
             Ok(a) => format!("CLIENT UNPAUSE failed: `{}` (the pause ends by itself)", a.trim()),

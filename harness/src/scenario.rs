@@ -199,6 +199,9 @@ pub enum FaultKind {
     /// `CLIENT PAUSE WRITE` on the primary for `duration_s` (what a Redis failover does while it
     /// hands over): writes and scripts block, reads still answer.
     PauseWrites,
+    /// Move the primary's wall clock by `jump_ms` (forward: positive; back: negative) for
+    /// `duration_s`; Redis expires keys on it. Healing moves it back (the opposite jump).
+    ClockJump,
 }
 
 impl FaultKind {
@@ -217,6 +220,7 @@ impl FaultKind {
             Self::RedisRestart => "redis_restart",
             Self::KeyLoss => "key_loss",
             Self::PauseWrites => "pause_writes",
+            Self::ClockJump => "clock_jump",
         }
     }
 }
@@ -277,6 +281,8 @@ pub struct Fault {
     pub follow_ms: Option<u64>,
     /// Failover: nodes whose Redis proxies never follow (stale clients on the old primary).
     pub never_follow: Option<Vec<String>>,
+    /// `clock_jump`: how far the clock moves, ms (negative: back).
+    pub jump_ms: Option<i64>,
     /// Exact times (start, duration) in ms, for drawn and replayed schedules (not in files).
     #[serde(skip)]
     pub exact_ms: Option<(u64, u64)>,
@@ -404,6 +410,7 @@ impl Scenario {
                     .then(|| rng.random_range(100..=800)),
                 follow_ms: None,
                 never_follow: None,
+                jump_ms: None,
                 exact_ms: Some((at_ms, duration_ms)),
                 on: None,
             });
@@ -424,6 +431,8 @@ struct Step {
     latency_ms: Option<u64>,
     follow_ms: Option<u64>,
     never_follow: Option<Vec<String>>,
+    #[serde(default)]
+    jump_ms: Option<i64>,
 }
 
 /// The scenario of a recorded run, with its schedule as executed (`schedule.json`): the same
@@ -447,6 +456,7 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
             latency_ms: st.latency_ms,
             follow_ms: st.follow_ms,
             never_follow: st.never_follow,
+            jump_ms: st.jump_ms,
             exact_ms: Some((st.at_ms, st.duration_ms)),
             on: None,
         })
@@ -579,6 +589,7 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 | FaultKind::RedisRestart
                 | FaultKind::KeyLoss
                 | FaultKind::PauseWrites
+                | FaultKind::ClockJump
         );
         match (&f.target, node_fault) {
             (None, true) => {
@@ -635,6 +646,16 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 );
             }
         }
+        if (f.kind == FaultKind::ClockJump) != f.jump_ms.is_some() {
+            return bad(
+                &field("jump_ms"),
+                if f.kind == FaultKind::ClockJump {
+                    "clock_jump needs jump_ms (ms the clock moves; negative: back)".into()
+                } else {
+                    format!("jump_ms belongs to clock_jump, not {}", f.kind)
+                },
+            );
+        }
         if matches!(f.kind, FaultKind::SlowStore | FaultKind::SlowModel) && f.latency_ms.is_none() {
             return bad(&field("latency_ms"), format!("{:?} needs latency_ms", f.kind));
         }
@@ -684,7 +705,14 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
             return bad("random.kinds", "name at least one fault kind to draw from".into());
         }
         if let Some(k) = r.kinds.iter().find(|k| {
-            matches!(k, FaultKind::Failover | FaultKind::RedisRestart | FaultKind::KeyLoss | FaultKind::PauseWrites)
+            matches!(
+                k,
+                FaultKind::Failover
+                    | FaultKind::RedisRestart
+                    | FaultKind::KeyLoss
+                    | FaultKind::PauseWrites
+                    | FaultKind::ClockJump
+            )
         }) {
             return bad("random.kinds", format!("{k} is not drawn at random (it needs its own mode and timings)"));
         }

@@ -2,6 +2,7 @@
 
 mod attach;
 mod check_cli;
+mod clock_shim;
 mod compose;
 mod demo;
 mod env;
