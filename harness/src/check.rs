@@ -172,7 +172,7 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
     let (verdict, expectation) = match header.and_then(|h| h.expected.as_ref()) {
         Some(exp) => {
             let seen = violated.contains(&exp.property.as_str());
-            let others = violated.iter().any(|p| *p != exp.property);
+            let others = violated.iter().any(|p| *p != exp.property && !exp.also.iter().any(|a| a == p));
             let expectation =
                 if seen { Expectation::ExpectedFailureObserved } else { Expectation::ExpectedFailureMissing };
             let verdict = match (others, seen, inconclusive.is_empty()) {

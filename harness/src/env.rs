@@ -222,7 +222,10 @@ impl Environment {
             Spec {
                 role: "redis-replica",
                 image: &cfg.redis_image,
-                cmd: redis(&["--replicaof", "redis-primary", "6379", "--replica-announce-ip", "redis-replica"]),
+                // Through the replication network's own name for the primary: cutting that network
+                // (the isolate failover) then really stops replication, which the client network,
+                // shared by both, would otherwise carry on.
+                cmd: redis(&["--replicaof", "redis-primary-repl", "6379", "--replica-announce-ip", "redis-replica"]),
                 nets: vec!["client", "repl"],
                 publish: vec![],
             },
@@ -313,7 +316,7 @@ impl Environment {
             })
             .collect();
         let first = self.network(nets[0]);
-        let endpoint = EndpointSettings { aliases: Some(vec![role.to_owned()]), ..Default::default() };
+        let endpoint = EndpointSettings { aliases: Some(net_aliases(role, nets[0])), ..Default::default() };
         let body = ContainerCreateBody {
             image: Some(image.to_owned()),
             cmd: (!cmd.is_empty()).then(|| cmd.to_vec()),
@@ -339,7 +342,7 @@ impl Environment {
         for net in &nets[1..] {
             let req = NetworkConnectRequest {
                 container: id.clone(),
-                endpoint_config: Some(EndpointSettings { aliases: Some(vec![role.to_owned()]), ..Default::default() }),
+                endpoint_config: Some(EndpointSettings { aliases: Some(net_aliases(role, net)), ..Default::default() }),
             };
             self.docker
                 .connect_network(&self.network(net), req)
@@ -691,6 +694,17 @@ pub async fn remove_labelled(docker: &Docker, run: Option<&str>, only_dead: bool
         None => format!("{LABEL_MANAGED}=true"),
     };
     remove_matching(docker, &filter, only_dead).await
+}
+
+/// A container's names on network `net`: its role, and on the replication network also
+/// `<role>-repl`, a name that exists only there.
+#[must_use]
+pub fn net_aliases(role: &str, net: &str) -> Vec<String> {
+    if net == "repl" {
+        vec![role.to_owned(), format!("{role}-repl")]
+    } else {
+        vec![role.to_owned()]
+    }
 }
 
 /// How many labelled containers exist (of any run, running or not).

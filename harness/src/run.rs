@@ -549,6 +549,7 @@ async fn drive(
                 "follow_ms": f.follow_ms,
                 "never_follow": f.never_follow,
                 "jump_ms": f.jump_ms,
+                "unreplicated_acquire": f.unreplicated_acquire,
             }));
         };
         let bound_ms = s.liveness_bound_ms();
@@ -1059,6 +1060,27 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
                 // here on 20.10); a stopped process freezes Redis alike and leaves exec working.
                 docker.kill_container(&primary, Some(stop_signal("SIGSTOP"))).await.map_err(|e| e.to_string())?;
             }
+            // An acknowledged acquisition that can never replicate: the key goes on the cut primary,
+            // and the next acquire (the nodes retry every few ms) lands there alone.
+            let mut unreplicated = None;
+            if isolate && f.unreplicated_acquire == Some(true) {
+                let key = lease_key(&ctx.tenant);
+                let before = env.redis_cli("redis-primary", &["GET", &key]).await.map_err(|e| e.to_string())?;
+                env.redis_cli("redis-primary", &["DEL", &key]).await.map_err(|e| e.to_string())?;
+                let asked = Instant::now();
+                while asked.elapsed() < Duration::from_secs(3) {
+                    let now = env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
+                    let now = now.trim();
+                    if !now.is_empty() && now != before.trim() {
+                        unreplicated = Some(now.to_owned());
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                if unreplicated.is_none() {
+                    return Err("no node acquired on the cut primary within 3 s of its key being deleted".into());
+                }
+            }
             // The probe: the replica itself says it is master now. Bounded by Sentinel's timings.
             let sentinel = &ctx.s.sentinel;
             let limit = Duration::from_millis(sentinel.down_after_ms + sentinel.failover_timeout_ms + 10_000);
@@ -1072,6 +1094,23 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
             // What the new primary knows of the lease (an acknowledged, unreplicated key is lost).
             let key = lease_key(&ctx.tenant);
             let new_holder = env.redis_cli("redis-replica", &["GET", &key]).await.unwrap_or_default();
+            let lost = match &unreplicated {
+                // The probe of the loss: what the cut primary acknowledged is not on the new one.
+                Some(y) => {
+                    let old = env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
+                    let old = old.trim();
+                    if old.is_empty() || old == new_holder.trim() {
+                        return Err(format!(
+                            "the cut primary holds `{old}` and the new primary the same: no acknowledged lease was lost"
+                        ));
+                    }
+                    format!(
+                        "; the cut primary holds {old} (acknowledged there after the cut: {y} acquired first), the new \
+                         primary does not: that lease is lost"
+                    )
+                }
+                None => String::new(),
+            };
             let new_holder =
                 if new_holder.trim().is_empty() { "no lease key".to_owned() } else { new_holder.trim().to_owned() };
             let follow = f.follow_ms.unwrap_or(0);
@@ -1086,8 +1125,8 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
                 }
             }
             Ok(format!(
-                "redis-replica is master {promoted_ms} ms after the primary was {} (it holds {new_holder}); the Redis \
-                 proxies of {} follow it after {follow} ms{}",
+                "redis-replica is master {promoted_ms} ms after the primary was {} (it holds {new_holder}){lost}; the \
+                 Redis proxies of {} follow it after {follow} ms{}",
                 if manual {
                     "handed over (SENTINEL FAILOVER)"
                 } else if isolate {
@@ -1286,7 +1325,7 @@ async fn heal(
                 let req = NetworkConnectRequest {
                     container: primary.to_owned(),
                     endpoint_config: Some(EndpointSettings {
-                        aliases: Some(vec!["redis-primary".to_owned()]),
+                        aliases: Some(crate::env::net_aliases("redis-primary", "repl")),
                         ..Default::default()
                     }),
                 };

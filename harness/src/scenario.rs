@@ -84,6 +84,9 @@ pub struct Expected {
     pub property: String,
     /// Why.
     pub why: String,
+    /// Properties the same hazard may violate as well.
+    #[serde(default)]
+    pub also: Vec<String>,
 }
 
 /// `[nodes]`.
@@ -283,6 +286,10 @@ pub struct Fault {
     pub never_follow: Option<Vec<String>>,
     /// `clock_jump`: how far the clock moves, ms (negative: back).
     pub jump_ms: Option<i64>,
+    /// `failover` with `mode = "isolate"`: right after the cut, delete the lease key on the cut
+    /// primary, so that the next acquire lands there alone: acknowledged, never replicated, and
+    /// (verified) missing on the new primary.
+    pub unreplicated_acquire: Option<bool>,
     /// Exact times (start, duration) in ms, for drawn and replayed schedules (not in files).
     #[serde(skip)]
     pub exact_ms: Option<(u64, u64)>,
@@ -353,7 +360,11 @@ impl Scenario {
     /// The expected failure, as the history records it.
     #[must_use]
     pub fn expected_failure(&self) -> Option<ExpectedFailure> {
-        self.expected.as_ref().map(|e| ExpectedFailure { property: e.property.clone(), why: e.why.clone() })
+        self.expected.as_ref().map(|e| ExpectedFailure {
+            property: e.property.clone(),
+            why: e.why.clone(),
+            also: e.also.clone(),
+        })
     }
 }
 
@@ -411,6 +422,7 @@ impl Scenario {
                 follow_ms: None,
                 never_follow: None,
                 jump_ms: None,
+                unreplicated_acquire: None,
                 exact_ms: Some((at_ms, duration_ms)),
                 on: None,
             });
@@ -433,6 +445,8 @@ struct Step {
     never_follow: Option<Vec<String>>,
     #[serde(default)]
     jump_ms: Option<i64>,
+    #[serde(default)]
+    unreplicated_acquire: Option<bool>,
 }
 
 /// The scenario of a recorded run, with its schedule as executed (`schedule.json`): the same
@@ -457,6 +471,7 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
             follow_ms: st.follow_ms,
             never_follow: st.never_follow,
             jump_ms: st.jump_ms,
+            unreplicated_acquire: st.unreplicated_acquire,
             exact_ms: Some((st.at_ms, st.duration_ms)),
             on: None,
         })
@@ -577,6 +592,9 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 format!("`{}` is not a property; one of {}", e.property, PROPERTIES.join(", ")),
             );
         }
+        if let Some(p) = e.also.iter().find(|p| !PROPERTIES.contains(&p.as_str())) {
+            return bad("expected.also", format!("`{p}` is not a property; one of {}", PROPERTIES.join(", ")));
+        }
     }
     let bound_s = s.liveness_bound_ms().div_ceil(1000);
     for (i, f) in s.faults.iter().enumerate() {
@@ -645,6 +663,12 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                     format!("`{n}` is not a node of this scenario (n1..n{})", s.nodes.count),
                 );
             }
+        }
+        if f.unreplicated_acquire.is_some() && !(f.kind == FaultKind::Failover && f.mode == Some(Mode::Isolate)) {
+            return bad(
+                &field("unreplicated_acquire"),
+                "only a failover with mode = \"isolate\" can take an acquire on the cut primary".into(),
+            );
         }
         if (f.kind == FaultKind::ClockJump) != f.jump_ms.is_some() {
             return bad(

@@ -359,6 +359,9 @@ pub struct ExpectedFailure {
     pub property: String,
     /// Why it is expected, in a sentence a reader of the report understands.
     pub why: String,
+    /// Properties the same hazard may violate as well (they do not fail the run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
 }
 
 /// The first line of a history: what ran.

@@ -53,7 +53,7 @@ fn run(name: &str, verdict: Verdict, props: Vec<PropertyResult>, expected: Optio
         dir: format!("01-{name}"),
         took_s: 12.0,
         config: Default::default(),
-        expected: expected.map(|p| ExpectedFailure { property: p.into(), why: "no fencing".into() }),
+        expected: expected.map(|p| ExpectedFailure { property: p.into(), why: "no fencing".into(), also: vec![] }),
         result: Some(CheckResult {
             verdict,
             expectation,

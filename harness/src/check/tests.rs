@@ -24,7 +24,11 @@ fn header(expected: Option<&str>) -> Header {
         tenant: "t".into(),
         policy: StorePolicy::Enforce,
         fence_source: FenceSource::Redis,
-        expected: expected.map(|p| ExpectedFailure { property: p.into(), why: "shown on purpose".into() }),
+        expected: expected.map(|p| ExpectedFailure {
+            property: p.into(),
+            why: "shown on purpose".into(),
+            also: vec![],
+        }),
         liveness_bound_ms: 1_000,
         node_silence_ms: 10_000,
         observer_gap_ms: 10_000,
@@ -305,7 +309,21 @@ fn an_expected_failure_passes_when_observed_and_fails_when_missing() {
         .write("n3", 2, StoreOp::Upsert, "c2", true)
         .round("n2", 3)
         .end();
-    assert_eq!(check(&other).verdict, Verdict::Fail);
+    let r = check(&other);
+    assert_eq!(r.verdict, Verdict::Fail);
+    // Unless the scenario declares that its hazard violates those too.
+    let also: Vec<String> = r
+        .properties
+        .iter()
+        .filter(|p| p.status == PropertyStatus::Violated && p.name != "no_stale_write")
+        .map(|p| p.name.clone())
+        .collect();
+    assert!(!also.is_empty());
+    let mut declared = other.clone();
+    if let HistoryLine::Header(h) = &mut declared[0] {
+        h.expected.as_mut().unwrap().also = also;
+    }
+    assert_eq!(check(&declared).verdict, Verdict::Pass);
 }
 
 /// n1 loses to n2, then works 200 ms more; `paused` puts a SIGSTOP of n1 in between.
