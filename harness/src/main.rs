@@ -61,6 +61,11 @@ enum Command {
         /// the Kth; merge the shards' suites with `leasequake report merge`.
         #[arg(long, value_parser = parse_shard, value_name = "K/N")]
         shard: Option<(usize, usize)>,
+        /// Run N scenarios at once, each in an environment of its own: N child runs over the
+        /// shards 1/N..N/N, merged into one suite at the end (their lines are prefixed [k/N]).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8),
+              conflicts_with_all = ["shard", "env_id"])]
+        parallel: u32,
     },
     /// Suite reports: `report merge` combines suite directories (the shards of one nightly, say)
     /// into one suite with one summary.json, junit.xml, summary.md and report.html.
@@ -340,6 +345,105 @@ async fn run_scenarios(
         return Ok(ExitCode::from(2));
     }
     run_loaded(scenarios, report_dir, opts, repeat, max_duration).await
+}
+
+/// `run --parallel N`: N child runs of this binary over the shards, their output prefixed, then
+/// one merged suite. The images are ensured first, so that the children only reuse them.
+async fn run_parallel(
+    paths: &[std::path::PathBuf],
+    report_dir: &std::path::Path,
+    n: u32,
+    passed: &[String],
+) -> anyhow::Result<ExitCode> {
+    use tokio::io::AsyncBufReadExt;
+    for f in &leasequake::scenario::discover(paths) {
+        if let Err(e) = leasequake::scenario::load(f) {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let docker = leasequake::docker::connect().await?;
+    for spec in [
+        leasequake::image::ImageSpec::redis()?,
+        leasequake::image::ImageSpec::proxy()?,
+        leasequake::image::ImageSpec::store()?,
+    ] {
+        leasequake::image::ensure(&docker, &spec).await?;
+    }
+    let work = report_dir.join(format!(".parallel-{}", std::process::id()));
+    let exe = std::env::current_exe()?;
+    let mut children = Vec::new();
+    let mut pumps = Vec::new();
+    for k in 1..=n {
+        let dir = work.join(k.to_string());
+        let mut cmd = tokio::process::Command::new(&exe);
+        cmd.arg("run")
+            .args(paths)
+            .args(["--shard", &format!("{k}/{n}"), "--report-dir"])
+            .arg(&dir)
+            .args(passed)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn()?;
+        for stream in [
+            child.stdout.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+            child.stderr.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let prefix = format!("[{k}/{n}] ");
+            pumps.push(tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(stream).lines();
+                // Bounded by the child: its pipe closes when it exits.
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if !line.starts_with("report: ") {
+                        println!("{prefix}{line}");
+                    }
+                }
+            }));
+        }
+        children.push((dir, child));
+    }
+    // SIGTERM reaches only this process: pass it on, so every child heals and cleans up.
+    let pids: Vec<u32> = children.iter().filter_map(|(_, c)| c.id()).collect();
+    let forward = tokio::spawn(async move {
+        terminated().await;
+        for pid in pids {
+            if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
+            }
+        }
+    });
+    let mut codes = Vec::new();
+    let mut suites = Vec::new();
+    for (dir, mut child) in children {
+        codes.push(child.wait().await?.code());
+        if let Ok(latest) = std::fs::canonicalize(dir.join("latest")) {
+            suites.push(latest);
+        }
+    }
+    forward.abort();
+    for p in pumps {
+        let _ = p.await;
+    }
+    if codes.contains(&Some(2)) {
+        return Ok(ExitCode::from(2));
+    }
+    let (page, verdict) = match leasequake::report::SuiteDir::merge(report_dir, &suites) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: cannot merge the parallel runs' suites: {e}");
+            return Ok(ExitCode::from(3));
+        }
+    };
+    println!(
+        "{n} runs in parallel, merged: {} (each run's own suite stays under {})",
+        format!("{verdict:?}").to_uppercase(),
+        work.display()
+    );
+    println!("report: {}", page.display());
+    Ok(ExitCode::from(u8::try_from(verdict.exit_code()).unwrap_or(3)))
 }
 
 /// Runs loaded scenarios as one suite.
@@ -779,7 +883,24 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             env_id,
             redis_password_file,
             shard,
+            parallel,
         } => {
+            if parallel > 1 {
+                let mut passed: Vec<String> = Vec::new();
+                if let Some(s) = seed {
+                    passed.extend(["--seed".into(), s.to_string()]);
+                }
+                if repeat > 1 {
+                    passed.extend(["--repeat".into(), repeat.to_string()]);
+                }
+                if let Some(c) = node_cmd {
+                    passed.extend(["--node-cmd".into(), c]);
+                }
+                if let Some(d) = max_duration {
+                    passed.extend(["--max-duration".into(), format!("{}s", d.as_secs())]);
+                }
+                return run_parallel(&paths, &report_dir, parallel, &passed).await;
+            }
             let attach = match env_id {
                 None => None,
                 Some(run_id) => {

@@ -386,3 +386,42 @@ fn max_duration_stops_a_repeated_run_and_says_what_was_not_started() {
     assert_eq!(run_dirs(&dir).len(), results.len(), "a directory per repetition started");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn parallel_runs_each_scenario_in_its_own_environment_and_merges_one_suite() {
+    let (a, dir) = scenario("par-a", "", "");
+    let (b, _) = scenario("par-b", "", "");
+    let (c, _) = scenario("par-c", "", "");
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("run")
+        .args([&a, &b, &c])
+        .args(["--parallel", "2", "--report-dir"])
+        .arg(dir.join("reports"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("[1/2] PASS") && stdout.contains("[2/2] PASS"), "{stdout}");
+    let suite: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("reports/latest/summary.json")).unwrap()).unwrap();
+    let mut names: Vec<&str> =
+        suite["scenarios"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["par-a", "par-b", "par-c"]);
+    // Each ran in an environment of its own, and two of them at the same time.
+    let spans: Vec<(String, u64, u64)> = run_dirs(&dir)
+        .iter()
+        .map(|d| {
+            let h = history(d);
+            let (HistoryLine::Header(head), Some(HistoryLine::Snapshot(snap))) = (&h[0], h.last()) else {
+                panic!("no header or snapshot in {}", d.display())
+            };
+            (head.run_id.clone(), head.started_ns, snap.ended_ns)
+        })
+        .collect();
+    let ids: std::collections::BTreeSet<&String> = spans.iter().map(|s| &s.0).collect();
+    assert_eq!(ids.len(), 3);
+    let overlap = spans.iter().any(|a| spans.iter().any(|b| a.0 != b.0 && a.1 < b.2 && b.1 < a.2));
+    assert!(overlap, "no two runs overlapped in time: {spans:?}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
