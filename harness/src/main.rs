@@ -97,6 +97,10 @@ enum Command {
         /// Only the checker and the report rendering.
         #[arg(long)]
         checker_only: bool,
+        /// Also time these scenarios (e.g. scenarios/nightly) as a suite at parallelism 1 and 2,
+        /// with their verdicts (a failure at 2 that 1 did not have is a false failure from load).
+        #[arg(long, value_name = "PATH")]
+        suite: Vec<std::path::PathBuf>,
     },
     /// Prove the checks fail when they must: run every entry of the flaw catalogue (lease flaws,
     /// configuration hazards, a store flaw; docs/detection.md) on the scenario that should expose
@@ -444,6 +448,39 @@ async fn run_parallel(
     );
     println!("report: {}", page.display());
     Ok(ExitCode::from(u8::try_from(verdict.exit_code()).unwrap_or(3)))
+}
+
+/// The suite's wall time at parallelism 1 and 2 (child runs of this binary), with the verdicts.
+async fn suite_figures(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<leasequake::bench::Figure>> {
+    let files = leasequake::scenario::discover(paths).len();
+    let dir = std::env::temp_dir().join(format!("leasequake-bench-suite-{}", std::process::id()));
+    let mut out = Vec::new();
+    for parallel in [1u32, 2] {
+        let started = std::time::Instant::now();
+        let run = tokio::process::Command::new(std::env::current_exe()?)
+            .arg("run")
+            .args(paths)
+            .args(["--parallel", &parallel.to_string(), "--report-dir"])
+            .arg(dir.join(parallel.to_string()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .await?;
+        let took = started.elapsed().as_secs_f64() / 60.0;
+        let verdict = std::fs::read(dir.join(parallel.to_string()).join("latest/summary.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["verdict"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "no summary".into());
+        out.push(leasequake::bench::Figure {
+            name: format!("suite of {files} scenario files, parallelism {parallel}"),
+            value: took,
+            unit: "min".into(),
+            target: Some(8.0),
+            note: format!("verdict {verdict} (exit {:?}); reports under {}", run.code(), dir.display()),
+        });
+    }
+    Ok(out)
 }
 
 /// Runs loaded scenarios as one suite.
@@ -922,8 +959,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             };
             run_scenarios(&paths, &report_dir, &opts, repeat, max_duration, shard).await
         }
-        Command::Bench { samples, out, checker_only } => {
-            let figures = if checker_only {
+        Command::Bench { samples, out, checker_only, suite } => {
+            let mut figures = if checker_only {
                 leasequake::bench::checker_figures(1_000_000)
             } else {
                 match leasequake::bench::run(samples.max(1)).await {
@@ -934,6 +971,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     }
                 }
             };
+            if !suite.is_empty() {
+                figures.extend(suite_figures(&suite).await?);
+            }
             print!("{}", leasequake::bench::table(&figures));
             if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)?;
