@@ -636,10 +636,12 @@ async fn selftest(
             let label = format!("[{done}/{total}] {what} seed {seed}");
             let run = run_one(&mut suite, file, sc, *seed, &opts, &interrupt, &label).await;
             let line = match entry {
-                Some(_) => {
+                Some(i) => {
                     let c = selftest::Caught::of(&run, suite.dir());
-                    let said = if c.caught() {
+                    let said = if c.caught_by(entries[*i].expect) {
                         format!("caught by {}", c.by.join(", "))
+                    } else if !c.by.is_empty() {
+                        format!("not caught by {} (only by {})", entries[*i].expect.unwrap_or("-"), c.by.join(", "))
                     } else if c.inconclusive {
                         format!("inconclusive: {}", run.finding())
                     } else {

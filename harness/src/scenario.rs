@@ -555,8 +555,8 @@ fn line_of(text: &str, field: &str) -> Option<usize> {
         .or(Some(start + 1))
 }
 
-const PROPERTIES: [&str; 6] =
-    ["no_stale_write", "fence_anomaly", "sticky_loss", "single_writer", "cleanup", "liveness"];
+// The properties an expected failure can name are the checker's.
+use crate::check::PROPERTIES;
 
 fn node_index_ok(n: &str, count: u32) -> Option<u32> {
     n.strip_prefix('n').and_then(|n| n.parse::<u32>().ok()).filter(|i| (1..=count).contains(i))

@@ -49,9 +49,12 @@ pub struct Entry {
     pub control: &'static str,
     /// Declared: no property can catch it, and why. Shown as a gap, never hidden.
     pub gap: Option<&'static str>,
+    /// The property that must catch it. The variant declares it as its expected failure (any
+    /// other violation allowed too), so its run reads XFAIL when caught and FAIL when missed.
+    pub expect: Option<&'static str>,
 }
 
-const fn lease_flaw(name: &'static str, scenario: &'static str) -> Entry {
+const fn lease_flaw(name: &'static str, scenario: &'static str, expect: &'static str) -> Entry {
     Entry {
         name,
         kind: Kind::LeaseFlaw,
@@ -61,17 +64,26 @@ const fn lease_flaw(name: &'static str, scenario: &'static str) -> Entry {
         checkpoints: None,
         control: scenario,
         gap: None,
+        expect: Some(expect),
     }
 }
 
 /// The catalogue, in report order.
 pub const CATALOGUE: [Entry; 10] = [
-    lease_flaw("renew-without-owner-compare", "scenarios/selftest/key-lost-sparse-checks-unfenced.toml"),
-    lease_flaw("release-without-owner-compare", "scenarios/selftest/paused-before-embedding-unfenced.toml"),
-    lease_flaw("non-sticky-loss", "scenarios/selftest/redis-blips-sparse-checks-unfenced.toml"),
-    lease_flaw("acquire-without-nx", "scenarios/selftest/contention-unfenced.toml"),
-    lease_flaw("renew-interval-equals-ttl", "scenarios/selftest/contention-unfenced.toml"),
-    lease_flaw("renewal-errors-ignored", "scenarios/selftest/renewal-stalled-unfenced.toml"),
+    lease_flaw(
+        "renew-without-owner-compare",
+        "scenarios/selftest/key-lost-sparse-checks-unfenced.toml",
+        "bounded_waste",
+    ),
+    lease_flaw(
+        "release-without-owner-compare",
+        "scenarios/selftest/paused-before-embedding-unfenced.toml",
+        "bounded_waste",
+    ),
+    lease_flaw("non-sticky-loss", "scenarios/selftest/redis-blips-sparse-checks-unfenced.toml", "sticky_loss"),
+    lease_flaw("acquire-without-nx", "scenarios/selftest/contention-unfenced.toml", "liveness"),
+    lease_flaw("renew-interval-equals-ttl", "scenarios/selftest/contention-unfenced.toml", "liveness"),
+    lease_flaw("renewal-errors-ignored", "scenarios/selftest/renewal-stalled-unfenced.toml", "bounded_waste"),
     Entry {
         gap: Some(
             "masked by the lease's local validity deadline: ensure_owned() and lost() end ownership at \
@@ -79,7 +91,8 @@ pub const CATALOGUE: [Entry; 10] = [
              a correct lease gives the round up at the renewal error, the flawed one finishes it while \
              the key is still its own: neither safety nor liveness differs",
         ),
-        ..lease_flaw("renewal-stops-after-reconnect", "scenarios/selftest/redis-blips-sparse-checks-unfenced.toml")
+        expect: None,
+        ..lease_flaw("renewal-stops-after-reconnect", "scenarios/selftest/redis-blips-sparse-checks-unfenced.toml", "")
     },
     Entry {
         name: "checkpoints-only-before-persist",
@@ -90,6 +103,7 @@ pub const CATALOGUE: [Entry; 10] = [
         checkpoints: Some(&[7]),
         control: "scenarios/selftest/key-lost-mid-round.toml",
         gap: None,
+        expect: Some("bounded_waste"),
     },
     Entry {
         name: "seed-config-no-fencing",
@@ -100,6 +114,7 @@ pub const CATALOGUE: [Entry; 10] = [
         checkpoints: None,
         control: "scenarios/nightly/owner-paused-after-checkpoint-7.toml",
         gap: None,
+        expect: Some("no_stale_write"),
     },
     Entry {
         name: "store-fencing-skips-persist",
@@ -110,6 +125,7 @@ pub const CATALOGUE: [Entry; 10] = [
         checkpoints: None,
         control: "scenarios/nightly/owner-paused-after-checkpoint-7.toml",
         gap: None,
+        expect: Some("no_stale_write"),
     },
 ];
 
@@ -150,6 +166,18 @@ pub fn write_variant(root: &Path, e: &Entry, flawed_node: &Path, dir: &Path) -> 
         store.insert("policy".into(), policy.into());
         doc.insert("store".into(), store.into());
     }
+    if let Some(property) = e.expect {
+        let mut expected = toml::Table::new();
+        expected.insert("property".into(), property.into());
+        expected.insert(
+            "why".into(),
+            format!("self-test: the {} entry `{}` must be caught", kind_name(e.kind), e.name).into(),
+        );
+        let also: Vec<toml::Value> =
+            crate::check::PROPERTIES.iter().filter(|p| **p != property).map(|p| toml::Value::from(*p)).collect();
+        expected.insert("also".into(), also.into());
+        doc.insert("expected".into(), expected.into());
+    }
     if let Some(cps) = e.checkpoints {
         let mut pipeline = table(&mut doc, "pipeline");
         pipeline.insert("checkpoints".into(), cps.iter().map(|c| i64::from(*c)).collect::<Vec<_>>().into());
@@ -165,6 +193,14 @@ pub fn write_variant(root: &Path, e: &Entry, flawed_node: &Path, dir: &Path) -> 
     );
     std::fs::write(&file, header + &body).map_err(|err| io("write", &file, err))?;
     Ok(file)
+}
+
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::LeaseFlaw => "lease flaw",
+        Kind::ConfigHazard => "configuration hazard",
+        Kind::StoreFlaw => "store flaw",
+    }
 }
 
 /// What one run of a variant showed.
@@ -201,10 +237,13 @@ impl Caught {
         c.first_violation_ms = first.zip(started).map(|(v, s)| v.saturating_sub(s) / 1_000_000);
         c
     }
-    /// Caught: some property was violated.
+    /// Caught: the entry's property was violated (any property, for an entry without one).
     #[must_use]
-    pub fn caught(&self) -> bool {
-        !self.by.is_empty()
+    pub fn caught_by(&self, expect: Option<&str>) -> bool {
+        match expect {
+            Some(p) => self.by.iter().any(|b| b == p),
+            None => !self.by.is_empty(),
+        }
     }
 }
 
@@ -261,7 +300,7 @@ pub fn detected(caught: usize, conclusive: usize) -> bool {
 #[must_use]
 pub fn row(e: &Entry, runs: Vec<Caught>, control: &[&ScenarioRun]) -> Row {
     let conclusive = runs.iter().filter(|c| !c.inconclusive).count();
-    let caught = runs.iter().filter(|c| c.caught()).count();
+    let caught = runs.iter().filter(|c| c.caught_by(e.expect)).count();
     let mut by = BTreeMap::new();
     for p in runs.iter().flat_map(|c| c.by.iter()) {
         *by.entry(p.clone()).or_insert(0) += 1;
@@ -397,6 +436,9 @@ mod tests {
         assert_eq!(s.name, "key-lost-mid-round--checkpoints-only-before-persist");
         assert_eq!(s.pipeline.checkpoints, vec![7]);
         assert_eq!(s.nodes.command, None);
+        let expected = s.expected.unwrap();
+        assert_eq!(expected.property, "bounded_waste");
+        assert!(expected.also.contains(&"no_stale_write".to_owned()) && !expected.also.contains(&expected.property));
         let e = CATALOGUE.iter().find(|e| e.name == "non-sticky-loss").unwrap();
         let s = crate::scenario::load(&write_variant(&root, e, Path::new("/x/flawed"), &dir).unwrap()).unwrap();
         assert_eq!(s.nodes.command.unwrap(), ["/x/flawed", "node", "--flaw", "non-sticky-loss"]);
@@ -426,6 +468,12 @@ mod tests {
         assert_eq!(exit_code(&[good]), 3);
         let missed = row(&e, caught(8, 10), &[]);
         assert_eq!(missed.status, "MISSED");
+        // Caught by another property than the entry's is not caught.
+        let mut other = caught(10, 10);
+        for c in &mut other {
+            c.by = vec!["liveness".into()];
+        }
+        assert_eq!(row(&e, other, &[]).status, "MISSED");
         assert_eq!(exit_code(&[missed]), 1);
         let gap = row(&CATALOGUE[6], caught(0, 3), &[]);
         assert_eq!(gap.status, "GAP");
