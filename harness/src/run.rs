@@ -563,6 +563,9 @@ async fn drive(
         }
         let mut active: BTreeMap<usize, Applied> = BTreeMap::new();
         let mut armed_count = 0usize;
+        // When the last fault healed: on a loaded machine a heal can land late, and the run then
+        // lasts until the liveness bound after it, so liveness is judged rather than inconclusive.
+        let mut last_heal: Option<Instant> = None;
         // Bounded: each fault is applied, expired or healed once.
         loop {
             let next = steps.peek().map(|Reverse((at, _, _))| t0 + Duration::from_millis(*at));
@@ -601,6 +604,7 @@ async fn drive(
                 (0, _) => {
                     if let Some(a) = active.remove(&i) {
                         let detail = heal(&ctx, &a, &mut nodes, &handles).await;
+                        last_heal = Some(Instant::now());
                         info!(fault = a.id, node = %a.target, %detail, "fault healed");
                         progress.fault(
                             &format!("fault {} {} on {}: healed ({detail})", a.id, a.fault.kind, a.target),
@@ -667,7 +671,15 @@ async fn drive(
                 fault_line(a.id, a.fault.kind.name(), &a.target, FaultPhase::Healed, format!("early: {detail}")),
             );
         }
-        let end = t0 + Duration::from_secs(s.duration_s);
+        let planned = t0 + Duration::from_secs(s.duration_s);
+        let end = run_end(planned, last_heal, bound_ms);
+        if end > planned {
+            let late = end.duration_since(planned).as_millis();
+            info!(extended_ms = late as u64, "a fault healed late; the run lasts until the liveness bound after it");
+            progress.phase(&format!(
+                "the last fault healed late: the run goes on {late} ms past duration_s, to the liveness bound"
+            ));
+        }
         tokio::select! { () = cancel.cancelled() => {}, () = tokio::time::sleep_until(end.into()) => {} }
         let schedule = serde_json::to_vec_pretty(&executed).unwrap_or_default();
         let _ = write_atomically(&dir.join(SCHEDULE_FILE), &schedule);
@@ -739,6 +751,17 @@ async fn drive(
         .map_err(|e| HarnessError::History { path: dir.to_path_buf(), detail: e.to_string() })?;
     write_atomically(&dir.join(VERDICTS_FILE), &json)?;
     Ok(result)
+}
+
+/// When the run ends: at `duration_s`, or, when the last fault healed so late that the liveness
+/// bound after it falls beyond that, at the bound plus a margin for the sync to be recorded. The
+/// extension is bounded by one minute (a heal has its own timeouts; this is the backstop).
+fn run_end(planned: Instant, last_heal: Option<Instant>, bound_ms: u64) -> Instant {
+    const MARGIN: Duration = Duration::from_millis(500);
+    const MAX_EXTENSION: Duration = Duration::from_secs(60);
+    let Some(healed) = last_heal else { return planned };
+    let needed = healed + Duration::from_millis(bound_ms) + MARGIN;
+    needed.clamp(planned, planned + MAX_EXTENSION)
 }
 
 /// A fault's verified or failed line, told to the log and the display too.
@@ -1231,8 +1254,10 @@ async fn verify_stalled(ctx: &Ctx<'_>, node: &str) -> Result<String, String> {
     let prefix = format!("{node}/");
     let began = Instant::now();
     let mut last = String::new();
+    // The lease seen first: a node whose stalled lease expired may acquire a new one at once
+    // (same node, new token); on a loaded machine the samples can miss the gap between them.
+    let mut stalled: Option<String> = None;
     // Bounded: one ttl plus a second.
-    let mut first = true;
     while began.elapsed() < Duration::from_millis(ttl + 1000) {
         // GET and PTTL in one exec, so both describe the same moment.
         let out = ctx
@@ -1242,9 +1267,10 @@ async fn verify_stalled(ctx: &Ctx<'_>, node: &str) -> Result<String, String> {
             .map_err(|e| e.to_string())?;
         let mut replies = out.lines().map(str::trim);
         let holder = replies.next().unwrap_or("");
-        if !holder.starts_with(&prefix) {
+        let same = stalled.as_deref().is_none_or(|s| s == holder);
+        if !holder.starts_with(&prefix) || !same {
             let holder = if holder.is_empty() { "nobody" } else { holder };
-            return Ok(if first {
+            return Ok(if stalled.is_none() {
                 format!(
                     "stall_renewal delivered; {node} does not hold the lease (holder: {holder}), so no renewal to stop"
                 )
@@ -1252,7 +1278,7 @@ async fn verify_stalled(ctx: &Ctx<'_>, node: &str) -> Result<String, String> {
                 format!("the key left {node} {} ms after the stall (holder now: {holder})", began.elapsed().as_millis())
             });
         }
-        first = false;
+        stalled.get_or_insert_with(|| holder.to_owned());
         let pttl: i64 = replies.next().and_then(|t| t.parse().ok()).unwrap_or(-2);
         if pttl >= 0 && (pttl as u64) < floor {
             return Ok(format!(
@@ -1355,5 +1381,22 @@ async fn heal(
                 Err(e) => format!("restart failed: {e}"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_late_heal_extends_the_run_to_the_liveness_bound_and_no_further_than_a_minute() {
+        let t0 = Instant::now();
+        let planned = t0 + Duration::from_secs(9);
+        assert_eq!(run_end(planned, None, 2850), planned, "no fault: the planned end");
+        assert_eq!(run_end(planned, Some(t0 + Duration::from_secs(4)), 2850), planned, "healed in time");
+        let late = t0 + Duration::from_millis(6637);
+        assert_eq!(run_end(planned, Some(late), 2850), late + Duration::from_millis(2850 + 500));
+        let stuck = t0 + Duration::from_secs(300);
+        assert_eq!(run_end(planned, Some(stuck), 2850), planned + Duration::from_secs(60));
     }
 }
