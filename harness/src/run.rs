@@ -947,14 +947,29 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
                     }
                 }
             };
-            tokio::time::timeout(limit, wait).await.unwrap_or_else(|_| {
-                Err(format!(
-                    "{} made no model call of {} ms or more within {} ms (does it hold the lease? target `owner`)",
+            if let Ok(outcome) = tokio::time::timeout(limit, wait).await {
+                return outcome;
+            }
+            // Only the owner calls the model. A node that lost the lease (another fault took it)
+            // has no model call to slow: said as such, as for a stalled renewal; a node that holds
+            // the lease and made no slow call is a fault that did not take effect.
+            let key = lease_key(&ctx.tenant);
+            let holder = ctx.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
+            let holder = holder.trim();
+            if holder.starts_with(&format!("{}/", n.node())) {
+                return Err(format!(
+                    "{} holds the lease but made no model call of {} ms or more within {} ms",
                     n.node(),
                     normal + extra,
                     limit.as_millis()
-                ))
-            })
+                ));
+            }
+            Ok(format!(
+                "slow_model delivered; {} made no model call within {} ms and does not hold the lease (holder: {}), so no model call to slow",
+                n.node(),
+                limit.as_millis(),
+                if holder.is_empty() { "nobody" } else { holder }
+            ))
         }
         FaultKind::Crash => {
             let n = node.ok_or("no such node")?;

@@ -405,7 +405,10 @@ impl Scenario {
             }
             let node_fault = !store_wide(kind);
             // (failover and redis_restart are refused in `kinds` by validation)
+            // Only the owner calls the model, so a slow model goes to the owner (the draw is
+            // still made: every other fault of a seed stays as it was).
             let target = node_fault.then(|| match rng.random_range(0..=self.nodes.count + 1) {
+                _ if kind == FaultKind::SlowModel => "owner".to_owned(),
                 0 | 1 => "owner".to_owned(),
                 n => format!("n{}", n - 1),
             });

@@ -158,6 +158,19 @@ fn drawn_store_wide_faults_never_overlap_so_each_can_be_probed() {
 }
 
 #[test]
+fn a_drawn_slow_model_goes_to_the_owner_the_only_node_that_calls_the_model() {
+    let slow = RANDOM.replace("faults = 4", "faults = 8").replace("\"pause\"", "\"slow_model\"");
+    let s = parse(Path::new("s.toml"), &format!("{OK}{slow}")).unwrap();
+    let drawn: Vec<_> = (0..50).flat_map(|seed| s.schedule(seed)).filter(|f| f.kind.name() == "slow_model").collect();
+    assert!(drawn.len() > 20, "{}", drawn.len());
+    assert!(drawn.iter().all(|f| f.target.as_deref() == Some("owner")), "{drawn:?}");
+    // Other kinds still reach every node.
+    let others: std::collections::BTreeSet<_> =
+        (0..50).flat_map(|seed| s.schedule(seed)).filter_map(|f| f.target).collect();
+    assert!(others.len() > 2, "{others:?}");
+}
+
+#[test]
 fn shards_split_the_sorted_files_without_overlap_or_loss() {
     let files: Vec<PathBuf> = (0..7).map(|i| PathBuf::from(format!("s{i}.toml"))).collect();
     let shards: Vec<Vec<PathBuf>> = (1..=3).map(|k| shard(files.clone(), k, 3)).collect();
