@@ -395,6 +395,7 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
         observer_gap_ms: 60_000,
         started_ns: 0,
         audit_after: 0,
+        renew_ms: Some(40),
         waste_budget_ms: None,
     })];
     let (mut t, mut seq, mut fence, mut fault) = (0u64, 0u64, 0u64, 0u64);

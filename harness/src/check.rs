@@ -16,12 +16,23 @@ use leasequake_reports::{
 };
 
 /// The properties, in report order.
-pub const PROPERTIES: [&str; 7] =
-    ["no_stale_write", "fence_anomaly", "sticky_loss", "single_writer", "cleanup", "liveness", "bounded_waste"];
+pub const PROPERTIES: [&str; 8] = [
+    "no_stale_write",
+    "fence_anomaly",
+    "sticky_loss",
+    "keeps_renewing",
+    "single_writer",
+    "cleanup",
+    "liveness",
+    "bounded_waste",
+];
 
 struct NodeLine<'a> {
     node: &'a str,
+    /// The harness's receipt stamp.
     at_ns: u64,
+    /// The node's own stamp (its CLOCK_MONOTONIC, the host's), else the receipt stamp.
+    sent_ns: u64,
     kind: &'a EventKind,
 }
 
@@ -119,9 +130,12 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
             HistoryLine::Header(h) => header = Some(h),
             HistoryLine::Snapshot(s) => snapshot = Some(s),
             HistoryLine::Audit(a) => audit.push(a),
-            HistoryLine::Node { node, received_ns, event, .. } => {
-                nodes.push(NodeLine { node, at_ns: *received_ns, kind: &event.kind })
-            }
+            HistoryLine::Node { node, received_ns, event, .. } => nodes.push(NodeLine {
+                node,
+                at_ns: *received_ns,
+                sent_ns: if event.mono_ns == 0 { *received_ns } else { event.mono_ns },
+                kind: &event.kind,
+            }),
             HistoryLine::Garbage { node, raw, why, .. } => {
                 inconclusive.push(format!("node {node} sent a line that is not a protocol event ({why}): {raw}"))
             }
@@ -157,6 +171,7 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
     properties.push(stale);
     properties.push(anomaly);
     properties.push(sticky_loss(&nodes, &windows));
+    properties.push(keeps_renewing(header.and_then(|h| h.renew_ms), &nodes, &faults, &windows));
     properties.push(single_writer(&audit, &windows));
     properties.push(cleanup(&audit, snapshot, &windows));
     let live = liveness(header, &audit, &faults, end_ns);
@@ -294,6 +309,138 @@ fn sticky_loss(nodes: &[NodeLine], faults: &Faults) -> PropertyResult {
     }
     let na = (losses == 0).then_some("no node lost ownership");
     judge.result("no node acted under an acquisition after reporting it lost", na)
+}
+
+/// How far behind its renewals a holder may act, in renewal intervals: a correct lease acts at
+/// most one interval after its last renewal plus the time an in-flight renewal takes to answer,
+/// and stops at ttl (three intervals) at the latest; the half interval left is the window in which
+/// a watchdog that died quietly shows.
+const RENEWAL_LAG_HALVES: u64 = 5;
+
+/// A holder keeps renewing while it works. Every action under an acquisition (a checkpoint
+/// passed, a model call finished, a store call sent) lands within 2.5 renewal intervals of that
+/// acquisition's last renewal (or the acquisition), by the node's own clock, unless Redis may not
+/// have answered a renewal in between: a fault on the node that can hold a renewal in flight
+/// (a pause, a stalled renewal, a partition that does not just reset the Redis link) or on Redis
+/// (failover, restart, paused writes), in effect at any time since that renewal. A renewal that
+/// fails fast (a reset connection, a key gone) must end ownership at once (sticky loss); a lease
+/// that keeps working past it has a watchdog that died without marking the loss.
+fn keeps_renewing(
+    recorded_renew_ms: Option<u64>,
+    nodes: &[NodeLine],
+    fault_events: &[&FaultEvent],
+    faults: &Faults,
+) -> PropertyResult {
+    let mut judge = Judge::new("keeps_renewing");
+    let renew_ms = recorded_renew_ms.filter(|ms| *ms > 0).or_else(|| inferred_renew_ms(nodes));
+    let Some(renew_ms) = renew_ms else {
+        return judge.result("", Some("no renewal interval recorded and too few renewals to infer one"));
+    };
+    let lag_ns = renew_ms * 1_000_000 * RENEWAL_LAG_HALVES / 2;
+    // Faults whose verification showed the Redis link merely reset: a renewal then fails at once.
+    let reset_only: HashSet<u64> = fault_events
+        .iter()
+        .filter(|f| f.phase == FaultPhase::Verified && f.fault == "partition")
+        .filter(|f| f.detail.contains("-redis: probe") && !f.detail.contains("-redis: probe silent"))
+        .map(|f| f.id)
+        .collect();
+    let excused = |node: &str, from: u64, to: u64| {
+        faults.windows.iter().any(|(a, b, f)| {
+            let holds_renewal = match f.fault.as_str() {
+                "pause" | "stall_renewal" => f.target == node,
+                "partition" => f.target == node && !reset_only.contains(&f.id),
+                "failover" | "redis_restart" | "pause_writes" => true,
+                _ => false,
+            };
+            holds_renewal && *a <= to && from <= *b
+        })
+    };
+    // (node, token) -> (last renewal or acquisition, already reported)
+    let mut last: HashMap<(&str, &str), (u64, bool)> = HashMap::new();
+    let mut judged = 0u64;
+    for n in nodes {
+        let (token, what) = match n.kind {
+            EventKind::Acquired { token, .. } | EventKind::Renewed { token } => {
+                last.insert((n.node, token.as_str()), (n.sent_ns, false));
+                continue;
+            }
+            EventKind::CheckpointPassed { token, number } => (token, format!("passed checkpoint {number}")),
+            EventKind::ModelCall { token, batch, .. } => (token, format!("finished model call {batch}")),
+            EventKind::StoreCallSent { token, op, call, .. } => (token, format!("sent store call {call} ({op:?})")),
+            _ => continue,
+        };
+        let Some((renewed, reported)) = last.get_mut(&(n.node, token.as_str())) else { continue };
+        judged += 1;
+        let behind = n.sent_ns.saturating_sub(*renewed);
+        if behind <= lag_ns || *reported || excused(n.node, *renewed, n.sent_ns) {
+            continue;
+        }
+        *reported = true;
+        let at = *renewed;
+        judge.violate(|| Violation {
+            summary: format!(
+                "{} {what} under token {token} {} ms after its last renewal (renewal every {renew_ms} ms, at most {} ms behind) with Redis answering: its renewals had stopped without a loss",
+                n.node,
+                behind / 1_000_000,
+                lag_ns / 1_000_000
+            ),
+            evidence: vec![
+                Evidence {
+                    label: "last renewal".into(),
+                    seq: None,
+                    node: n.node.into(),
+                    token: token.clone(),
+                    fence: 0,
+                    what: "renewed or acquired".into(),
+                    at_ns: at,
+                },
+                Evidence {
+                    label: "work without renewals".into(),
+                    seq: None,
+                    node: n.node.into(),
+                    token: token.clone(),
+                    fence: 0,
+                    what,
+                    at_ns: n.sent_ns,
+                },
+            ],
+            faults_active: faults.active_at(n.sent_ns),
+            at_ns: n.sent_ns,
+        });
+    }
+    let na = (judged == 0).then_some("no node acted under an acquisition");
+    judge.result(
+        &format!(
+            "every holder acted within {} ms of its last renewal, or while Redis might not answer",
+            lag_ns / 1_000_000
+        ),
+        na,
+    )
+}
+
+/// The renewal interval of a history that does not record it: the median gap between one
+/// acquisition's successive renewals, the acquisition counting as the first (None under three).
+fn inferred_renew_ms(nodes: &[NodeLine]) -> Option<u64> {
+    let mut prev: HashMap<(&str, &str), u64> = HashMap::new();
+    let mut gaps = Vec::new();
+    for n in nodes {
+        match n.kind {
+            EventKind::Acquired { token, .. } => {
+                prev.insert((n.node, token.as_str()), n.sent_ns);
+            }
+            EventKind::Renewed { token } => {
+                if let Some(p) = prev.insert((n.node, token.as_str()), n.sent_ns) {
+                    gaps.push(n.sent_ns.saturating_sub(p));
+                }
+            }
+            _ => {}
+        }
+    }
+    if gaps.len() < 3 {
+        return None;
+    }
+    gaps.sort_unstable();
+    Some(gaps[gaps.len() / 2] / 1_000_000)
 }
 
 /// The live alias only ever points at a collection built under one owner, and alias versions

@@ -374,6 +374,7 @@ async fn drive(
         observer_gap_ms: 5000,
         started_ns,
         audit_after,
+        renew_ms: Some(s.renew_ms()),
         waste_budget_ms: s.waste_budget_ms,
     })]));
 

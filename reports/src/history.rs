@@ -396,6 +396,9 @@ pub struct Header {
     /// a running environment judges only the records after it, which must follow it gap-free.
     #[serde(default)]
     pub audit_after: u64,
+    /// The lease's renewal interval, ms (`keeps_renewing`; inferred from the renewals when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_ms: Option<u64>,
     /// The scenario's waste budget (`bounded_waste`), if it declares one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waste_budget_ms: Option<u64>,

@@ -34,6 +34,7 @@ fn header(expected: Option<&str>) -> Header {
         observer_gap_ms: 10_000,
         started_ns: 0,
         audit_after: 0,
+        renew_ms: None,
         waste_budget_ms: None,
     }
 }
@@ -101,6 +102,20 @@ impl H {
         }));
         self
     }
+    /// A fault on n1 with its verified detail (a partition's says how the Redis link was cut).
+    fn fault_seen(self, kind: &str, id: u64, detail: &str) -> Self {
+        let mut h = self.fault_of(kind, id, FaultPhase::Requested);
+        let at = h.tick();
+        h.lines.push(HistoryLine::Fault(FaultEvent {
+            id,
+            fault: kind.into(),
+            target: "n1".into(),
+            phase: FaultPhase::Verified,
+            at_ns: at,
+            detail: detail.into(),
+        }));
+        h
+    }
     fn observe(mut self, holder: Option<&str>) -> Self {
         let at = self.tick();
         self.lines.push(HistoryLine::Observer(ObserverSample {
@@ -146,8 +161,8 @@ fn a_clean_history_passes_every_property() {
     assert_eq!(r.verdict, Verdict::Pass, "{r:#?}");
     for p in &r.properties {
         // No node lost ownership in this history, so stickiness has nothing to judge; and no
-        // waste budget is declared.
-        let na = ["sticky_loss", "bounded_waste"].contains(&p.name.as_str());
+        // waste budget is declared; no node event, so no holder to judge for its renewals.
+        let na = ["sticky_loss", "keeps_renewing", "bounded_waste"].contains(&p.name.as_str());
         let want = if na { PropertyStatus::NotApplicable } else { PropertyStatus::Held };
         assert_eq!(p.status, want, "{p:?}");
     }
@@ -501,4 +516,69 @@ mod against_a_brute_force_reference {
             prop_assert_ne!(r.verdict, Verdict::Fail);
         }
     }
+}
+
+/// n1 acquires with a 100 ms renewal interval (recorded, or left to be inferred), renews four
+/// times, then `between` happens, and n1 goes on working 280 ms after its last renewal.
+fn renewals_then(recorded: bool, between: impl FnOnce(H) -> H) -> Vec<HistoryLine> {
+    let mut h = H::new();
+    if let HistoryLine::Header(hd) = &mut h.lines[0] {
+        hd.renew_ms = recorded.then_some(100);
+    }
+    let t = token("n1", 1);
+    h = h.event("n1", EventKind::Acquired { token: t.clone(), fence: 1 });
+    for _ in 0..4 {
+        h = h.wait(99).event("n1", EventKind::Renewed { token: t.clone() });
+        h = h.event("n1", EventKind::CheckpointPassed { token: t.clone(), number: 2 });
+    }
+    h = between(h).wait(280);
+    h.event("n1", EventKind::CheckpointPassed { token: t.clone(), number: 7 })
+        .event("n1", EventKind::StoreCallSent { token: t, fence: 1, op: StoreOp::PersistRecord, call: 1 })
+        .end()
+}
+
+#[test]
+fn working_on_after_renewals_stop_with_redis_answering_violates_keeps_renewing() {
+    // A watchdog that died with its reset connection: the owner works on, unrenewed.
+    let reset = |h: H| h.fault_seen("partition", 1, "n1-redis: probe reset").fault(1, FaultPhase::Healed);
+    let h = renewals_then(true, reset);
+    let r = check(&h);
+    let p = r.properties.iter().find(|p| p.name == "keeps_renewing").unwrap();
+    assert_eq!((p.status, p.violation_count), (PropertyStatus::Violated, 1), "one report per acquisition: {p:?}");
+    assert!(p.sentence.contains("passed checkpoint 7") && p.sentence.contains("renewal every 100 ms"), "{p:?}");
+    assert_eq!(r.verdict, Verdict::Fail);
+    // The same, with the interval inferred from the renewals (histories that did not record it).
+    assert_eq!(status(&renewals_then(false, reset), "keeps_renewing"), PropertyStatus::Violated);
+    // Nothing between: renewals simply stopped.
+    assert_eq!(status(&renewals_then(true, |h| h), "keeps_renewing"), PropertyStatus::Violated);
+}
+
+#[test]
+fn a_renewal_redis_may_not_answer_excuses_the_lag_and_a_renewing_holder_holds() {
+    for (kind, detail) in [
+        ("partition", "n1-redis: probe silent"),
+        ("partition", "n1-store: probe reset"),
+        ("pause", "SIGSTOP"),
+        ("stall_renewal", ""),
+        ("pause_writes", ""),
+        ("failover", ""),
+    ] {
+        let h = renewals_then(true, |h| h.fault_seen(kind, 1, detail).wait(50).fault(1, FaultPhase::Healed));
+        assert_eq!(status(&h, "keeps_renewing"), PropertyStatus::Held, "{kind} {detail}");
+    }
+    // A fault that cannot hold a renewal excuses nothing.
+    let h = renewals_then(true, |h| h.fault_seen("slow_model", 1, "").fault(1, FaultPhase::Healed));
+    assert_eq!(status(&h, "keeps_renewing"), PropertyStatus::Violated);
+    // Working 250 ms after the last renewal is within 2.5 intervals; 251 is not.
+    let within = |ms: u64| {
+        let t = token("n1", 1);
+        let mut h = H::new();
+        if let HistoryLine::Header(hd) = &mut h.lines[0] {
+            hd.renew_ms = Some(100);
+        }
+        let h = h.event("n1", EventKind::Acquired { token: t.clone(), fence: 1 }).wait(ms - 1);
+        status(&h.event("n1", EventKind::ModelCall { token: t, batch: 0, ms: 50 }).end(), "keeps_renewing")
+    };
+    assert_eq!(within(250), PropertyStatus::Held);
+    assert_eq!(within(251), PropertyStatus::Violated);
 }
