@@ -442,12 +442,13 @@ impl Environment {
 
     /// Sets every Sentinel's down-after and failover timeout to the configured values.
     async fn apply_sentinel_timings(&self, cfg: &EnvConfig) -> Result<(), HarnessError> {
-        for s in ["sentinel-1", "sentinel-2", "sentinel-3"] {
-            let down = cfg.down_after_ms.to_string();
-            let failover = cfg.failover_timeout_ms.to_string();
-            let args =
-                ["SENTINEL", "SET", MASTER_NAME, "down-after-milliseconds", &down, "failover-timeout", &failover];
-            let answer = self.redis_cli(s, &args).await?;
+        let down = cfg.down_after_ms.to_string();
+        let failover = cfg.failover_timeout_ms.to_string();
+        let args = ["SENTINEL", "SET", MASTER_NAME, "down-after-milliseconds", &down, "failover-timeout", &failover];
+        let sentinels = ["sentinel-1", "sentinel-2", "sentinel-3"];
+        let answers = futures_util::future::join_all(sentinels.map(|s| self.redis_cli(s, &args))).await;
+        for (s, answer) in sentinels.into_iter().zip(answers) {
+            let answer = answer?;
             if !answer.trim().eq_ignore_ascii_case("ok") {
                 return Err(HarnessError::Environment {
                     detail: format!("{s} refused the Sentinel timings: {}", answer.trim()),
@@ -479,7 +480,13 @@ impl Environment {
 
     /// Why the environment is not ready, or `None` when it is.
     async fn not_ready(&self) -> Option<String> {
-        let info = match self.redis_cli("redis-replica", &["INFO", "replication"]).await {
+        // One docker exec per instance, all at once (each costs a process start in the container).
+        let sentinels = ["sentinel-1", "sentinel-2", "sentinel-3"];
+        let (replica, seen) = tokio::join!(
+            self.redis_cli("redis-replica", &["INFO", "replication"]),
+            futures_util::future::join_all(sentinels.map(|s| self.redis_cli(s, &["SENTINEL", "MASTER", MASTER_NAME]))),
+        );
+        let info = match replica {
             Ok(info) => info,
             Err(e) => return Some(format!("the replica cannot be asked (docker exec): {e}")),
         };
@@ -493,8 +500,8 @@ impl Environment {
         if !info.contains("master_link_status:up") {
             return Some("the replica is not linked to the primary".into());
         }
-        for s in ["sentinel-1", "sentinel-2", "sentinel-3"] {
-            let out = self.redis_cli(s, &["SENTINEL", "MASTER", MASTER_NAME]).await.unwrap_or_default();
+        for (s, out) in sentinels.into_iter().zip(seen) {
+            let out = out.unwrap_or_default();
             let fields: Vec<&str> = out.lines().collect();
             let get = |k: &str| fields.iter().position(|l| *l == k).and_then(|i| fields.get(i + 1)).copied();
             if get("num-slaves") != Some("1")
