@@ -225,7 +225,19 @@ impl Environment {
                 // Through the replication network's own name for the primary: cutting that network
                 // (the isolate failover) then really stops replication, which the client network,
                 // shared by both, would otherwise carry on.
-                cmd: redis(&["--replicaof", "redis-primary-repl", "6379", "--replica-announce-ip", "redis-replica"]),
+                // Started once the primary listens (at most 10 s of 50 ms polls): a replica that
+                // finds no primary retries only on its once-a-second cron, which cost start-up ~1 s.
+                cmd: [
+                    "sh",
+                    "-c",
+                    "i=0; while [ $i -lt 200 ] && ! redis-cli -h redis-primary-repl ping >/dev/null 2>&1; \
+                     do i=$((i+1)); sleep 0.05; done; exec \"$@\"",
+                    "sh",
+                ]
+                .map(str::to_owned)
+                .into_iter()
+                .chain(redis(&["--replicaof", "redis-primary-repl", "6379", "--replica-announce-ip", "redis-replica"]))
+                .collect(),
                 nets: vec!["client", "repl"],
                 publish: vec![],
             },
