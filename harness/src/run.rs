@@ -255,7 +255,7 @@ impl Ctx<'_> {
                 ttl_ms: s.lease.ttl_ms,
                 renew_ms: s.renew_ms(),
                 acquire_wait_ms: s.acquire_wait_ms(),
-                command_timeout_ms: (s.lease.ttl_ms / 15).clamp(50, 2000),
+                command_timeout_ms: s.command_timeout_ms(),
             },
             pipeline: PipelineShape {
                 batches: s.pipeline.batches,

@@ -341,6 +341,15 @@ impl Scenario {
     pub fn renew_ms(&self) -> u64 {
         self.lease.renew_ms.unwrap_or(self.lease.ttl_ms / 3)
     }
+    /// The timeout of every Redis command a node sends: a fifteenth of the ttl, within 50 ms to
+    /// 2 s, but at least 150 ms (or a quarter of the ttl, if shorter). On a loaded 2-core machine
+    /// (CI running four environments at once) a Redis round trip can take 70 ms and more; a
+    /// 66 ms timeout then turned every check into a loss for seconds and no round finished.
+    #[must_use]
+    pub fn command_timeout_ms(&self) -> u64 {
+        let ttl = self.lease.ttl_ms;
+        (ttl / 15).clamp(50, 2000).max(150.min(ttl / 4))
+    }
     /// The acquire wait in force.
     #[must_use]
     pub fn acquire_wait_ms(&self) -> u64 {

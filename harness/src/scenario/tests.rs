@@ -180,3 +180,17 @@ fn shards_split_the_sorted_files_without_overlap_or_loss() {
     assert_eq!(all, files);
     assert_eq!(shard(files.clone(), 1, 1), files);
 }
+
+#[test]
+fn the_command_timeout_leaves_room_for_a_loaded_machine_and_stays_below_the_ttl() {
+    let with_ttl = |ttl: u64| {
+        let mut s = parse(Path::new("s.toml"), OK).unwrap();
+        s.lease.ttl_ms = ttl;
+        s.command_timeout_ms()
+    };
+    assert_eq!(with_ttl(1000), 150, "not 66 ms");
+    assert_eq!(with_ttl(6000), 400);
+    assert_eq!(with_ttl(120_000), 2000);
+    assert_eq!(with_ttl(100), 50, "below the ttl");
+    assert_eq!(with_ttl(400), 100);
+}

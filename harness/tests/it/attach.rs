@@ -16,7 +16,7 @@ duration_s = 8
 count = 2
 
 [lease]
-ttl_ms = 1000
+ttl_ms = 1500
 
 [pipeline]
 embed_ms = 50
