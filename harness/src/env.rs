@@ -43,6 +43,8 @@ pub const MASTER_NAME: &str = "leasequake";
 /// The roles of an environment's containers.
 pub const ROLES: [&str; 7] =
     ["redis-primary", "redis-replica", "sentinel-1", "sentinel-2", "sentinel-3", "proxy", "store"];
+/// The Sentinels' roles.
+const SENTINELS: [&str; 3] = ["sentinel-1", "sentinel-2", "sentinel-3"];
 /// Sentinel's down-after while an environment starts (the configured one applies once ready).
 const STARTUP_DOWN_AFTER_MS: u64 = 10_000;
 /// First container port of the proxy's block (two per node: Redis, store).
@@ -457,9 +459,8 @@ impl Environment {
         let down = cfg.down_after_ms.to_string();
         let failover = cfg.failover_timeout_ms.to_string();
         let args = ["SENTINEL", "SET", MASTER_NAME, "down-after-milliseconds", &down, "failover-timeout", &failover];
-        let sentinels = ["sentinel-1", "sentinel-2", "sentinel-3"];
-        let answers = futures_util::future::join_all(sentinels.map(|s| self.redis_cli(s, &args))).await;
-        for (s, answer) in sentinels.into_iter().zip(answers) {
+        let answers = futures_util::future::join_all(SENTINELS.map(|s| self.redis_cli(s, &args))).await;
+        for (s, answer) in SENTINELS.into_iter().zip(answers) {
             let answer = answer?;
             if !answer.trim().eq_ignore_ascii_case("ok") {
                 return Err(HarnessError::Environment {
@@ -493,10 +494,9 @@ impl Environment {
     /// Why the environment is not ready, or `None` when it is.
     async fn not_ready(&self) -> Option<String> {
         // One docker exec per instance, all at once (each costs a process start in the container).
-        let sentinels = ["sentinel-1", "sentinel-2", "sentinel-3"];
         let (replica, seen) = tokio::join!(
             self.redis_cli("redis-replica", &["INFO", "replication"]),
-            futures_util::future::join_all(sentinels.map(|s| self.redis_cli(s, &["SENTINEL", "MASTER", MASTER_NAME]))),
+            futures_util::future::join_all(SENTINELS.map(|s| self.redis_cli(s, &["SENTINEL", "MASTER", MASTER_NAME]))),
         );
         let info = match replica {
             Ok(info) => info,
@@ -512,7 +512,7 @@ impl Environment {
         if !info.contains("master_link_status:up") {
             return Some("the replica is not linked to the primary".into());
         }
-        for (s, out) in sentinels.into_iter().zip(seen) {
+        for (s, out) in SENTINELS.into_iter().zip(seen) {
             let out = out.unwrap_or_default();
             let fields: Vec<&str> = out.lines().collect();
             let get = |k: &str| fields.iter().position(|l| *l == k).and_then(|i| fields.get(i + 1)).copied();

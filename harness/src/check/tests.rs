@@ -43,6 +43,14 @@ impl H {
     fn new() -> Self {
         Self::expecting(None)
     }
+    /// A history whose header records a renewal interval.
+    fn renewing_every(ms: u64) -> Self {
+        let mut h = Self::new();
+        if let HistoryLine::Header(hd) = &mut h.lines[0] {
+            hd.renew_ms = Some(ms);
+        }
+        h
+    }
     fn expecting(property: Option<&str>) -> Self {
         Self { lines: vec![HistoryLine::Header(header(property))], seq: 0, t: 0 }
     }
@@ -521,11 +529,8 @@ mod against_a_brute_force_reference {
 /// n1 acquires with a 100 ms renewal interval (recorded, or left to be inferred), renews four
 /// times, then `between` happens, and n1 goes on working 280 ms after its last renewal.
 fn renewals_then(recorded: bool, between: impl FnOnce(H) -> H) -> Vec<HistoryLine> {
-    let mut h = H::new();
-    if let HistoryLine::Header(hd) = &mut h.lines[0] {
-        hd.renew_ms = recorded.then_some(100);
-    }
     let t = token("n1", 1);
+    let mut h = if recorded { H::renewing_every(100) } else { H::new() };
     h = h.event("n1", EventKind::Acquired { token: t.clone(), fence: 1 });
     for _ in 0..4 {
         h = h.wait(99).event("n1", EventKind::Renewed { token: t.clone() });
@@ -572,11 +577,7 @@ fn a_renewal_redis_may_not_answer_excuses_the_lag_and_a_renewing_holder_holds() 
     // Working 250 ms after the last renewal is within 2.5 intervals; 251 is not.
     let within = |ms: u64| {
         let t = token("n1", 1);
-        let mut h = H::new();
-        if let HistoryLine::Header(hd) = &mut h.lines[0] {
-            hd.renew_ms = Some(100);
-        }
-        let h = h.event("n1", EventKind::Acquired { token: t.clone(), fence: 1 }).wait(ms - 1);
+        let h = H::renewing_every(100).event("n1", EventKind::Acquired { token: t.clone(), fence: 1 }).wait(ms - 1);
         status(&h.event("n1", EventKind::ModelCall { token: t, batch: 0, ms: 50 }).end(), "keeps_renewing")
     };
     assert_eq!(within(250), PropertyStatus::Held);
