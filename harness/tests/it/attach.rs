@@ -71,18 +71,42 @@ fn running(run_id: &str) -> usize {
     String::from_utf8_lossy(&out.stdout).split_whitespace().count()
 }
 
+/// Ctrl-C to `env up`: it then removes its environment.
+fn interrupt(up: &std::process::Child) {
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(up.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+}
+
+/// `env up`, interrupted and waited for if the test ends early (a failed assertion), so neither
+/// the process nor its environment outlives the test.
+struct EnvUp(Option<std::process::Child>);
+
+impl Drop for EnvUp {
+    fn drop(&mut self) {
+        if let Some(mut up) = self.0.take() {
+            interrupt(&up);
+            let _ = up.wait();
+        }
+    }
+}
+
 #[test]
 fn scenarios_run_one_after_another_in_an_environment_env_up_keeps() {
     let dir = std::env::temp_dir().join(format!("leasequake-attach-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("attached.toml"), SCENARIO).unwrap();
-    let mut up = Command::new(env!("CARGO_BIN_EXE_leasequake"))
-        .args(["env", "up", "--nodes", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(up.stdout.take().unwrap());
+    let mut up = EnvUp(Some(
+        Command::new(env!("CARGO_BIN_EXE_leasequake"))
+            .args(["env", "up", "--nodes", "2"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut stdout = BufReader::new(up.0.as_mut().unwrap().stdout.take().unwrap());
     let mut run_id = String::new();
     for _ in 0..20 {
         let mut line = String::new();
@@ -161,11 +185,8 @@ fn scenarios_run_one_after_another_in_an_environment_env_up_keeps() {
     assert!(err.contains("password") && !err.contains("not-the-password"), "named, never echoed: {err}");
 
     // Ctrl-C on env up removes it.
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(up.id() as i32).unwrap(),
-        rustix::process::Signal::INT,
-    )
-    .unwrap();
+    let mut up = up.0.take().unwrap();
+    interrupt(&up);
     assert!(up.wait().unwrap().success());
     assert_eq!(running(&run_id), 0, "env up removed its environment");
     std::fs::remove_dir_all(dir).unwrap();
