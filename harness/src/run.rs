@@ -538,8 +538,9 @@ async fn drive(
         let now_ms = || t0.elapsed().as_millis() as u64;
         // The schedule as executed (resolved targets, actual times): what `leasequake repro` replays.
         let mut executed: Vec<serde_json::Value> = Vec::new();
-        let record = |executed: &mut Vec<serde_json::Value>, f: &Fault, target: &str, at_ms: u64| {
+        let record = |executed: &mut Vec<serde_json::Value>, id: u64, f: &Fault, target: &str, at_ms: u64| {
             executed.push(serde_json::json!({
+                "id": id,
                 "kind": f.kind.name(),
                 "target": if f.target.is_some() { Some(target) } else { None },
                 "at_ms": at_ms,
@@ -578,14 +579,14 @@ async fn drive(
                 Some((i, node, done)) = hit_rx.recv() => {
                     armed_count -= 1;
                     let f = &faults[i];
-                    let id = i as u64 + 1;
+                    let id = f.id(i);
                     let target = if f.target.is_some() { node.clone() } else { untargeted(f).to_owned() };
                     let index = node_index(&target);
                     let handle = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&index).cloned();
                     let kind = f.kind.name();
                     let on = f.on.clone().unwrap_or_default();
                     push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, format!("triggered: {node} {on}")));
-                    record(&mut executed, f, &target, now_ms());
+                    record(&mut executed, id, f, &target, now_ms());
                     let outcome = apply(&ctx, id, f, index, handle.as_ref()).await;
                     let label = format!("fault {id} {kind} on {target} ({on})");
                     push(&lines, fault_outcome(progress, id, kind, &target, &label, outcome));
@@ -600,7 +601,7 @@ async fn drive(
             };
             let Some((_, order, i)) = step else { continue };
             let f = &faults[i];
-            let id = i as u64 + 1;
+            let id = f.id(i);
             match (order, f.trigger()) {
                 (0, _) => {
                     if let Some(a) = active.remove(&i) {
@@ -649,7 +650,7 @@ async fn drive(
                     let target = resolve_target(f, &owner, s.nodes.count);
                     let kind = f.kind.name();
                     push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, String::new()));
-                    record(&mut executed, f, &target, now_ms());
+                    record(&mut executed, id, f, &target, now_ms());
                     let index = node_index(&target);
                     let handle = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&index).cloned();
                     let outcome = apply(&ctx, id, f, index, handle.as_ref()).await;

@@ -293,6 +293,10 @@ pub struct Fault {
     /// Exact times (start, duration) in ms, for drawn and replayed schedules (not in files).
     #[serde(skip)]
     pub exact_ms: Option<(u64, u64)>,
+    /// The number the recorded run gave this fault, for a replay (not in files): a repro's
+    /// `fault N` in the terminal and the history is the original's. `None`: its place in the list.
+    #[serde(skip)]
+    pub number: Option<u64>,
     /// An event trigger: from `at_s` on, wait for it and apply the fault the moment it happens
     /// (`acquired`: right after a node acquires; `checkpoint-N`: right after a node passes
     /// checkpoint N, before its next step). `duration_s` counts from then.
@@ -319,6 +323,13 @@ impl Fault {
     #[must_use]
     pub fn duration_ms(&self) -> u64 {
         self.exact_ms.map_or(self.duration_s * 1000, |e| e.1)
+    }
+
+    /// Its number in the history and the terminal, given its place in the schedule (from 0): a
+    /// replayed fault keeps the recorded run's number.
+    #[must_use]
+    pub fn id(&self, index: usize) -> u64 {
+        self.number.unwrap_or(index as u64 + 1)
     }
 
     /// The trigger, if the fault has a valid one.
@@ -436,6 +447,7 @@ impl Scenario {
                 jump_ms: None,
                 unreplicated_acquire: None,
                 exact_ms: Some((at_ms, duration_ms)),
+                number: None,
                 on: None,
             });
         }
@@ -459,6 +471,9 @@ struct Step {
     jump_ms: Option<i64>,
     #[serde(default)]
     unreplicated_acquire: Option<bool>,
+    /// The fault's number in the recorded run (absent in schedules recorded before it was).
+    #[serde(default)]
+    id: Option<u64>,
 }
 
 /// The scenario of a recorded run, with its schedule as executed (`schedule.json`): the same
@@ -485,6 +500,7 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
             jump_ms: st.jump_ms,
             unreplicated_acquire: st.unreplicated_acquire,
             exact_ms: Some((st.at_ms, st.duration_ms)),
+            number: st.id,
             on: None,
         })
         .collect();
