@@ -314,6 +314,42 @@ fn holes_in_the_history_make_the_run_inconclusive_never_a_pass() {
 }
 
 #[test]
+fn an_instance_the_observer_lost_is_a_hole_unless_a_fault_on_that_instance_was_declared() {
+    let on_primary = |mut h: H, phase: FaultPhase| {
+        let at = h.tick();
+        h.lines.push(HistoryLine::Fault(FaultEvent {
+            id: 1,
+            fault: "failover".into(),
+            target: "redis-primary".into(),
+            phase,
+            at_ns: at,
+            detail: String::new(),
+        }));
+        h
+    };
+    // The observer sees nothing of the primary for 15 s (its gap limit is 10 s); the node reports.
+    let lost = |fault: bool| {
+        let mut h = H::new().round("n1", 1).observe(None);
+        if fault {
+            h = on_primary(on_primary(h, FaultPhase::Requested), FaultPhase::Verified);
+        }
+        for _ in 0..3 {
+            h = h.wait(5_000).event("n1", EventKind::AcquireAttempt);
+        }
+        if fault {
+            h = on_primary(h, FaultPhase::Healed);
+        }
+        check(&h.observe(None).round("n1", 2).end())
+    };
+    let hole = lost(false);
+    assert_eq!(hole.verdict, Verdict::Inconclusive, "{:?}", hole.inconclusive);
+    assert!(hole.inconclusive.iter().any(|m| m.contains("the observer saw nothing of redis-primary")), "{hole:?}");
+    let declared = lost(true);
+    assert!(declared.inconclusive.is_empty(), "a gap during a fault on the instance: {:?}", declared.inconclusive);
+    assert_eq!(declared.verdict, Verdict::Pass);
+}
+
+#[test]
 fn an_expected_failure_passes_when_observed_and_fails_when_missing() {
     let stale = H::expecting(Some("no_stale_write"))
         .round("n2", 2)
