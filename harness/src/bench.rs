@@ -397,6 +397,7 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
         audit_after: 0,
         renew_ms: Some(40),
         waste_budget_ms: None,
+        node_command: None,
     })];
     let (mut t, mut seq, mut fence, mut fault) = (0u64, 0u64, 0u64, 0u64);
     while h.len() < n {

@@ -1006,14 +1006,16 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 eprintln!("error: {} has no history header: not a run directory", dir.display());
                 return Ok(ExitCode::from(2));
             };
+            // The nodes that ran (`--node-cmd`, the self-test's flawed build), not this harness's.
             let opts = leasequake::run::RunOptions {
                 seed: Some(h.seed),
-                node_cmd: None,
+                node_cmd: h.node_command.clone(),
                 attach: None,
                 progress: leasequake::progress::Progress::stderr(),
             };
+            let nodes = h.node_command.as_ref().map(|c| format!(", nodes `{}`", c.join(" "))).unwrap_or_default();
             eprintln!(
-                "replaying {} with seed {} and its {} recorded faults",
+                "replaying {} with seed {} and its {} recorded faults{nodes}",
                 scenario.name,
                 h.seed,
                 scenario.faults.len()

@@ -376,6 +376,7 @@ async fn drive(
         audit_after,
         renew_ms: Some(s.renew_ms()),
         waste_budget_ms: s.waste_budget_ms,
+        node_command: opts.node_cmd.clone().or_else(|| s.nodes.command.clone()),
     })]));
 
     // Nodes and the event collector (which also tracks the current owner for role targets and

@@ -402,6 +402,10 @@ pub struct Header {
     /// The scenario's waste budget (`bounded_waste`), if it declares one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waste_budget_ms: Option<u64>,
+    /// The nodes' command, when it was not the harness's own node (`--node-cmd`, the scenario's
+    /// `[nodes] command`, the self-test's flawed build): what `leasequake repro` starts again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_command: Option<Vec<String>>,
 }
 
 /// A fault's life: requested, verified in effect by an independent probe, healed; or failed.

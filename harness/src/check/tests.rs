@@ -36,6 +36,7 @@ fn header(expected: Option<&str>) -> Header {
         audit_after: 0,
         renew_ms: None,
         waste_budget_ms: None,
+        node_command: None,
     }
 }
 

@@ -104,12 +104,26 @@ fn node_cmd_runs_the_scenario_with_another_implementation_of_the_node_protocol()
     let cmd = format!("{python} {node}");
     let (code, out, dir) = run_with("python-nodes", "", "", &["--node-cmd", &cmd]);
     assert_eq!(code, Some(0), "{out}");
-    let lines = history(&run_dirs(&dir).pop().unwrap());
-    let python_spoke = lines.iter().any(|l| {
-        matches!(l, HistoryLine::Node { event, .. }
-            if matches!(&event.kind, EventKind::Hello { implementation, .. } if implementation.contains("python")))
-    });
-    assert!(python_spoke, "the nodes were the Python ones");
+    let python_spoke = |run_dir: &std::path::Path| {
+        history(run_dir).iter().any(|l| {
+            matches!(l, HistoryLine::Node { event, .. }
+                if matches!(&event.kind, EventKind::Hello { implementation, .. } if implementation.contains("python")))
+        })
+    };
+    let first = run_dirs(&dir).pop().unwrap();
+    assert!(python_spoke(&first), "the nodes were the Python ones");
+    // The repro of an incident found with these nodes runs these nodes, not the harness's own.
+    let replay = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("repro")
+        .arg(&first)
+        .arg("--report-dir")
+        .arg(dir.join("replayed"))
+        .output()
+        .unwrap();
+    assert_eq!(replay.status.code(), Some(0), "{}", String::from_utf8_lossy(&replay.stderr));
+    let latest = dir.join("replayed").join("latest");
+    let second = std::fs::read_dir(latest).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
+    assert!(python_spoke(&second), "the repro's nodes were the Python ones too");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
