@@ -694,6 +694,43 @@ async fn selftest(
     Ok(ExitCode::from(code))
 }
 
+/// Why `dir` is no run directory `repro` can replay, naming the fix (a suite directory lists its
+/// runs); `None` when it holds a scenario as run.
+fn not_a_run_dir(dir: &std::path::Path) -> Option<String> {
+    const SHOWN: usize = 8;
+    if dir.join("scenario.toml").is_file() {
+        return None;
+    }
+    if !dir.is_dir() {
+        return Some(format!(
+            "{} is not a directory: give a run directory, e.g. reports-out/latest/02-owner-cut-from-redis",
+            dir.display()
+        ));
+    }
+    let mut runs: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("scenario.toml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    runs.sort();
+    if runs.is_empty() {
+        return Some(format!(
+            "{} is not a run directory (it has no scenario.toml): give one, e.g. reports-out/latest/02-owner-cut-from-redis",
+            dir.display()
+        ));
+    }
+    let more = runs.len().saturating_sub(SHOWN);
+    let listed: Vec<String> = runs.iter().take(SHOWN).map(|r| dir.join(r).display().to_string()).collect();
+    Some(format!(
+        "{} is a suite directory; `leasequake repro` replays one of its runs:\n  {}{}",
+        dir.display(),
+        listed.join("\n  "),
+        if more > 0 { format!("\n  ... and {more} more") } else { String::new() }
+    ))
+}
+
 /// Runs one scenario with `seed` into the suite's next run directory and records it in the suite.
 async fn run_one(
     suite: &mut leasequake::report::SuiteDir,
@@ -994,6 +1031,10 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             selftest(&report_dir, seeds, first_seed, &entries, flawed_node, max_duration).await
         }
         Command::Repro { dir, report_dir } => {
+            if let Some(problem) = not_a_run_dir(&dir) {
+                eprintln!("error: {problem}");
+                return Ok(ExitCode::from(2));
+            }
             let scenario = match leasequake::scenario::replay(&dir) {
                 Ok(s) => s,
                 Err(e) => {

@@ -1,4 +1,5 @@
-//! Every checked-in scenario parses and validates; `leasequake list` shows each with its line.
+//! Every checked-in scenario parses and validates; `leasequake list` shows each with its line;
+//! `leasequake repro` given a directory that is no run names the runs it could replay.
 
 use std::path::PathBuf;
 
@@ -38,4 +39,25 @@ fn list_shows_every_scenario_and_a_broken_file_exits_2_naming_the_problem() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no-faults.toml:8") && err.contains("duraton_s"), "{err}");
+}
+
+#[test]
+fn repro_given_a_suite_directory_names_its_runs_and_exits_2() {
+    let suite = std::env::temp_dir().join(format!("leasequake-repro-suite-{}", std::process::id()));
+    for run in ["01-no-faults", "02-owner-cut-from-redis"] {
+        std::fs::create_dir_all(suite.join(run)).unwrap();
+        std::fs::write(suite.join(run).join("scenario.toml"), "").unwrap();
+    }
+    let repro = |dir: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("repro").arg(dir).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = repro(&suite);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is a suite directory"), "{err}");
+    assert!(err.contains(&suite.join("02-owner-cut-from-redis").display().to_string()), "{err}");
+    let (code, err) = repro(&suite.join("nosuchrun"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is not a directory: give a run directory"), "{err}");
+    std::fs::remove_dir_all(&suite).unwrap();
 }
