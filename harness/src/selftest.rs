@@ -242,9 +242,13 @@ impl Caught {
     }
 }
 
+/// The run's start, from its history's first line (the header) alone: a history can be large.
 fn started_ns(run_dir: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(run_dir.join("history.jsonl")).ok()?;
-    match serde_json::from_str(text.lines().next()?).ok()? {
+    use std::io::BufRead;
+    let file = std::fs::File::open(run_dir.join("history.jsonl")).ok()?;
+    let mut first = String::new();
+    std::io::BufReader::new(file).read_line(&mut first).ok()?;
+    match serde_json::from_str(&first).ok()? {
         HistoryLine::Header(h) => Some(h.started_ns),
         _ => None,
     }
@@ -399,6 +403,19 @@ pub fn controls(entries: &[Entry]) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_s_start_is_read_from_its_header_line_alone() {
+        let dir = std::env::temp_dir().join(format!("leasequake-started-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let header = r#"{"kind":"header","version":1,"run_id":"r","scenario":"s","seed":1,"tenant":"t","policy":"enforce","fence_source":"store","expected":null,"liveness_bound_ms":1,"node_silence_ms":1,"observer_gap_ms":1,"started_ns":4242}"#;
+        // The line after the header is not even JSON: only the header is read.
+        std::fs::write(dir.join("history.jsonl"), format!("{header}\nnot json\n")).unwrap();
+        assert_eq!(started_ns(&dir), Some(4242));
+        std::fs::write(dir.join("history.jsonl"), "not json\n").unwrap();
+        assert_eq!(started_ns(&dir), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn every_lease_flaw_is_in_the_catalogue_once_and_every_scenario_exists() {
