@@ -551,6 +551,7 @@ async fn drive(
                 "latency_ms": f.latency_ms,
                 "follow_ms": f.follow_ms,
                 "never_follow": f.never_follow,
+                "follow_ms_by_node": f.follow_ms_by_node,
                 "jump_ms": f.jump_ms,
                 "unreplicated_acquire": f.unreplicated_acquire,
             }));
@@ -1154,20 +1155,34 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
             };
             let new_holder =
                 if new_holder.trim().is_empty() { "no lease key".to_owned() } else { new_holder.trim().to_owned() };
-            let follow = f.follow_ms.unwrap_or(0);
-            tokio::time::sleep(Duration::from_millis(follow)).await;
+            // Each node's proxy follows at its own delay from the promotion, the earliest first.
             let never = f.never_follow.clone().unwrap_or_default();
-            let mut followed = Vec::new();
-            for i in 1..=ctx.s.nodes.count {
-                let n = format!("n{i}");
-                if !never.contains(&n) {
-                    proxy.set_upstream(&format!("{n}-redis"), "redis-replica:6379").await.map_err(|e| e.to_string())?;
-                    followed.push(n);
-                }
+            let followers = follow_delays(f, ctx.s.nodes.count);
+            let promoted = Instant::now();
+            let mut followed: Vec<(String, u64)> = Vec::new();
+            for (n, delay) in followers {
+                tokio::time::sleep_until((promoted + Duration::from_millis(delay)).into()).await;
+                proxy.set_upstream(&format!("{n}-redis"), "redis-replica:6379").await.map_err(|e| e.to_string())?;
+                followed.push((n, promoted.elapsed().as_millis() as u64));
             }
+            let uniform = f.follow_ms_by_node.as_ref().is_none_or(std::collections::BTreeMap::is_empty);
+            let follow = if followed.is_empty() {
+                "no node's Redis proxy follows it".to_owned()
+            } else if uniform {
+                let names: Vec<&str> = followed.iter().map(|(n, _)| n.as_str()).collect();
+                format!("the Redis proxies of {} follow it after {} ms", names.join(", "), f.follow_ms.unwrap_or(0))
+            } else {
+                let each: Vec<String> = followed.iter().map(|(n, ms)| format!("{n} after {ms} ms")).collect();
+                format!("the Redis proxies follow it each at its own delay: {}", each.join(", "))
+            };
+            let stale = match never.len() {
+                0 => String::new(),
+                1 => format!("; {} stays on the old primary", never[0]),
+                _ => format!("; {} stay on the old primary", never.join(", ")),
+            };
             Ok(format!(
-                "redis-replica is master {promoted_ms} ms after the primary was {} (it holds {new_holder}){lost}; the \
-                 Redis proxies of {} follow it after {follow} ms{}",
+                "redis-replica is master {promoted_ms} ms after the primary was {} (it holds {new_holder}){lost}; \
+                 {follow}{stale}",
                 if manual {
                     "handed over (SENTINEL FAILOVER)"
                 } else if isolate {
@@ -1175,12 +1190,6 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
                 } else {
                     "stopped (SIGSTOP)"
                 },
-                if followed.is_empty() { "no node".to_owned() } else { followed.join(", ") },
-                if never.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {} stay on the old primary", never.join(", "))
-                }
             ))
         }
         FaultKind::SlowStore | FaultKind::FailingStore => {
@@ -1402,6 +1411,24 @@ async fn heal(
     }
 }
 
+/// The nodes whose Redis proxies follow a failover's new primary, with each one's delay (ms after
+/// the promotion), earliest first: `follow_ms_by_node`, else `follow_ms`, else at once; never the
+/// `never_follow` nodes.
+fn follow_delays(f: &Fault, nodes: u32) -> Vec<(String, u64)> {
+    let never = f.never_follow.clone().unwrap_or_default();
+    let mut out: Vec<(String, u64)> = (1..=nodes)
+        .map(|i| format!("n{i}"))
+        .filter(|n| !never.contains(n))
+        .map(|n| {
+            let own = f.follow_ms_by_node.as_ref().and_then(|m| m.get(&n).copied());
+            let delay = own.or(f.follow_ms).unwrap_or(0);
+            (n, delay)
+        })
+        .collect();
+    out.sort_by_key(|(n, d)| (*d, node_index(n)));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1416,5 +1443,17 @@ mod tests {
         assert_eq!(run_end(planned, Some(late), 2850), late + Duration::from_millis(2850 + 500));
         let stuck = t0 + Duration::from_secs(300);
         assert_eq!(run_end(planned, Some(stuck), 2850), planned + Duration::from_secs(60));
+    }
+
+    #[test]
+    fn each_node_follows_a_failover_at_its_own_delay_or_never() {
+        let text = "name = \"f\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 30\n[nodes]\ncount = 4\n\
+                    [lease]\nttl_ms = 1500\n[store]\npolicy = \"enforce\"\nfence_source = \"store\"\n[[faults]]\n\
+                    kind = \"failover\"\nmode = \"pause\"\nat_s = 5\nduration_s = 10\nfollow_ms = 300\n\
+                    never_follow = [\"n1\"]\nfollow_ms_by_node = { n3 = 2500, n4 = 0 }\n";
+        let s = crate::scenario::parse(std::path::Path::new("f.toml"), text).unwrap();
+        let delays = follow_delays(&s.faults[0], 4);
+        let expected = [("n4", 0), ("n2", 300), ("n3", 2500)].map(|(n, d)| (n.to_owned(), d));
+        assert_eq!(delays, expected, "own delays first, follow_ms for the rest, never n1");
     }
 }

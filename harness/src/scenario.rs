@@ -284,6 +284,9 @@ pub struct Fault {
     pub follow_ms: Option<u64>,
     /// Failover: nodes whose Redis proxies never follow (stale clients on the old primary).
     pub never_follow: Option<Vec<String>>,
+    /// Failover: each named node's own delay, ms after the promotion, before its Redis proxy
+    /// follows (`{ n2 = 2500 }`); the nodes not named follow after `follow_ms`.
+    pub follow_ms_by_node: Option<std::collections::BTreeMap<String, u64>>,
     /// `clock_jump`: how far the clock moves, ms (negative: back).
     pub jump_ms: Option<i64>,
     /// `failover` with `mode = "isolate"`: right after the cut, delete the lease key on the cut
@@ -444,6 +447,7 @@ impl Scenario {
                     .then(|| rng.random_range(100..=800)),
                 follow_ms: None,
                 never_follow: None,
+                follow_ms_by_node: None,
                 jump_ms: None,
                 unreplicated_acquire: None,
                 exact_ms: Some((at_ms, duration_ms)),
@@ -467,6 +471,8 @@ struct Step {
     latency_ms: Option<u64>,
     follow_ms: Option<u64>,
     never_follow: Option<Vec<String>>,
+    #[serde(default)]
+    follow_ms_by_node: Option<std::collections::BTreeMap<String, u64>>,
     #[serde(default)]
     jump_ms: Option<i64>,
     #[serde(default)]
@@ -497,6 +503,7 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
             latency_ms: st.latency_ms,
             follow_ms: st.follow_ms,
             never_follow: st.never_follow,
+            follow_ms_by_node: st.follow_ms_by_node,
             jump_ms: st.jump_ms,
             unreplicated_acquire: st.unreplicated_acquire,
             exact_ms: Some((st.at_ms, st.duration_ms)),
@@ -678,19 +685,35 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                     .into(),
             );
         }
-        if f.kind != FaultKind::Failover && (f.follow_ms.is_some() || f.never_follow.is_some()) {
-            return bad(
-                &field(if f.follow_ms.is_some() { "follow_ms" } else { "never_follow" }),
-                "only a failover takes follow_ms and never_follow".into(),
-            );
-        }
-        for n in f.never_follow.iter().flatten() {
-            if node_index_ok(n, s.nodes.count).is_none() {
-                return bad(
-                    &field("never_follow"),
-                    format!("`{n}` is not a node of this scenario (n1..n{})", s.nodes.count),
-                );
+        if f.kind != FaultKind::Failover {
+            let given = [
+                ("follow_ms", f.follow_ms.is_some()),
+                ("never_follow", f.never_follow.is_some()),
+                ("follow_ms_by_node", f.follow_ms_by_node.is_some()),
+            ];
+            if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
+                return bad(&field(name), "only a failover takes follow_ms, follow_ms_by_node and never_follow".into());
             }
+        }
+        let by_node = f.follow_ms_by_node.iter().flat_map(|m| m.keys());
+        for (name, n) in f
+            .never_follow
+            .iter()
+            .flatten()
+            .map(|n| ("never_follow", n))
+            .chain(by_node.map(|n| ("follow_ms_by_node", n)))
+        {
+            if node_index_ok(n, s.nodes.count).is_none() {
+                return bad(&field(name), format!("`{n}` is not a node of this scenario (n1..n{})", s.nodes.count));
+            }
+        }
+        if let Some(n) =
+            f.never_follow.iter().flatten().find(|n| f.follow_ms_by_node.as_ref().is_some_and(|m| m.contains_key(*n)))
+        {
+            return bad(
+                &field("follow_ms_by_node"),
+                format!("`{n}` is in never_follow too: a node either follows (after its delay) or never does"),
+            );
         }
         if f.unreplicated_acquire.is_some() && !(f.kind == FaultKind::Failover && f.mode == Some(Mode::Isolate)) {
             return bad(

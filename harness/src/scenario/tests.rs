@@ -99,6 +99,18 @@ fn a_failover_needs_its_mode_and_takes_no_node_target() {
         Err(("faults[0].never_follow", Some(19))),
     );
     check(&OK.replace("at_s = 5", "follow_ms = 10\nat_s = 5"), Err(("faults[0].follow_ms", Some(19))));
+    // Each node at its own delay: named nodes only, not also never following, failovers only.
+    let own = |delays: &str| failover.replace("mode = \"isolate\"", &format!("mode = \"isolate\"\n{delays}"));
+    check(&own("follow_ms_by_node = { n2 = 2500 }"), Ok(()));
+    check(&own("follow_ms_by_node = { n9 = 2500 }"), Err(("faults[0].follow_ms_by_node", Some(19))));
+    check(
+        &own("never_follow = [\"n2\"]\nfollow_ms_by_node = { n2 = 2500 }"),
+        Err(("faults[0].follow_ms_by_node", Some(20))),
+    );
+    check(
+        &OK.replace("at_s = 5", "follow_ms_by_node = { n2 = 1 }\nat_s = 5"),
+        Err(("faults[0].follow_ms_by_node", Some(19))),
+    );
 }
 
 const RANDOM: &str = r#"

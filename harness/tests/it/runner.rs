@@ -249,11 +249,12 @@ fn a_pause_triggered_right_after_checkpoint_7_lets_a_stale_write_land_without_fe
 }
 
 #[test]
-fn a_sentinel_failover_is_verified_by_the_promoted_replica_and_the_nodes_follow_it() {
-    // Every node follows. (A node that never follows keeps a second primary busy until Sentinel
+fn a_sentinel_failover_is_verified_by_the_promoted_replica_and_the_nodes_follow_it_each_at_its_own_delay() {
+    // Every node follows, n2 1.5 s after n1. (A node that never follows keeps a second primary busy until Sentinel
     // demotes it, ~11 s after it returns, and the tenant livelocks meanwhile: two owners leapfrog
     // each other's store epochs. That is a scenario of its own, not this test.)
-    let tail = "\n[[faults]]\nkind = \"failover\"\nmode = \"pause\"\nat_s = 1\nduration_s = 3\n";
+    let tail = "\n[[faults]]\nkind = \"failover\"\nmode = \"pause\"\nat_s = 1\nduration_s = 3\n\
+                follow_ms_by_node = { n2 = 1500 }\n";
     let (file, dir) = scenario("failover", "", tail);
     let text = std::fs::read_to_string(&file).unwrap().replace("duration_s = 9", "duration_s = 14");
     std::fs::write(&file, text).unwrap();
@@ -264,7 +265,19 @@ fn a_sentinel_failover_is_verified_by_the_promoted_replica_and_the_nodes_follow_
         _ => None,
     });
     let verified = verified.unwrap_or_else(|| panic!("the failover was not verified: {stdout}"));
-    assert!(verified.contains("redis-replica is master") && verified.contains("of n1, n2 follow it"), "{verified}");
+    assert!(verified.contains("redis-replica is master"), "{verified}");
+    // "... follow it each at its own delay: n1 after 0 ms, n2 after 1500 ms" (measured, not planned)
+    let after = |node: &str| -> u64 {
+        let at = verified.find(&format!("{node} after ")).unwrap_or_else(|| panic!("{node}: {verified}"));
+        let ms = &verified[at + node.len() + 7..];
+        ms[..ms.find(" ms").unwrap()].parse().unwrap()
+    };
+    assert!(after("n1") < 1500 && after("n2") >= 1500, "n1 at once, n2 at its own delay: {verified}");
+    // Recorded for repro.
+    let run_dir = run_dirs(&dir).pop().unwrap();
+    let schedule: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("schedule.json")).unwrap()).unwrap();
+    assert_eq!(schedule[0]["follow_ms_by_node"]["n2"], 1500, "{schedule}");
     let promoted = lines.iter().any(|l| {
         matches!(l, HistoryLine::Observer(o) if o.instance == "redis-replica" && o.role.as_deref() == Some("master"))
     });
