@@ -73,9 +73,10 @@ enum Command {
         #[command(subcommand)]
         action: ReportAction,
     },
-    /// Re-run a recorded run exactly: its scenario as run, its seed, and its schedule as executed
-    /// (the same faults on the same nodes at the same times; triggers and random draws replaced
-    /// by what they resolved to). Exit codes as for `run`.
+    /// Re-run a recorded run exactly: its scenario as run, its seed, its nodes and its schedule
+    /// as executed (the same faults on the same nodes at the same times, random draws replaced by
+    /// what they resolved to; a triggered fault waits for the same event on the same node). Exit
+    /// codes as for `run`.
     Repro {
         /// A run directory (`reports-out/latest/02-owner-cut-from-redis`).
         dir: std::path::PathBuf,

@@ -554,6 +554,11 @@ async fn drive(
                 "follow_ms_by_node": f.follow_ms_by_node,
                 "jump_ms": f.jump_ms,
                 "unreplicated_acquire": f.unreplicated_acquire,
+                // A triggered fault: its event and when it was armed. A replay waits for the same
+                // event on the node that triggered it (`target`); a time alone would miss a window
+                // of microseconds, such as the one right after checkpoint 7.
+                "on": f.trigger().and(f.on.as_deref()),
+                "armed_ms": f.trigger().map(|_| f.at_ms()),
             }));
         };
         let bound_ms = s.liveness_bound_ms();

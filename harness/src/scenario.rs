@@ -480,10 +480,17 @@ struct Step {
     /// The fault's number in the recorded run (absent in schedules recorded before it was).
     #[serde(default)]
     id: Option<u64>,
+    /// A triggered fault's event, and when it was armed (absent before they were recorded).
+    #[serde(default)]
+    on: Option<String>,
+    #[serde(default)]
+    armed_ms: Option<u64>,
 }
 
 /// The scenario of a recorded run, with its schedule as executed (`schedule.json`): the same
-/// faults on the same targets at the same times, no triggers, nothing drawn again.
+/// faults on the same targets at the same times, nothing drawn again. A triggered fault is armed
+/// at its recorded time and waits for the same event on the node that triggered it (a fault on
+/// Redis or the store, which names no node: on any node), as the incident's did.
 pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
     let mut s = load(&run_dir.join("scenario.toml"))?;
     let file = run_dir.join("schedule.json");
@@ -496,7 +503,7 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
         .map(|st| Fault {
             kind: st.kind,
             target: st.target,
-            at_s: st.at_ms / 1000,
+            at_s: st.armed_ms.unwrap_or(st.at_ms) / 1000,
             duration_s: st.duration_ms.div_ceil(1000),
             link: st.link,
             mode: st.mode,
@@ -506,9 +513,9 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
             follow_ms_by_node: st.follow_ms_by_node,
             jump_ms: st.jump_ms,
             unreplicated_acquire: st.unreplicated_acquire,
-            exact_ms: Some((st.at_ms, st.duration_ms)),
+            exact_ms: Some((st.armed_ms.unwrap_or(st.at_ms), st.duration_ms)),
             number: st.id,
-            on: None,
+            on: st.on,
         })
         .collect();
     s.faults = faults;

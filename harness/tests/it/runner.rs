@@ -245,6 +245,28 @@ fn a_pause_triggered_right_after_checkpoint_7_lets_a_stale_write_land_without_fe
     assert!(fired.is_some_and(|d| d.contains("checkpoint-7")), "the pause fired on the trigger");
     let page = std::fs::read_to_string(run_dir.parent().unwrap().join("report.html")).unwrap();
     assert!(page.contains("violation 1: ") && page.contains("PersistRecord"), "the stale write is on the timeline");
+    // The repro waits for the same event on the same node: a replay at the recorded time alone
+    // would miss the microseconds between checkpoint 7 and the persist, and the stale write.
+    let replay = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("repro")
+        .arg(&run_dir)
+        .arg("--report-dir")
+        .arg(dir.join("replayed"))
+        .output()
+        .unwrap();
+    let replay_out = String::from_utf8_lossy(&replay.stdout);
+    assert_eq!(replay.status.code(), Some(0), "the repro shows the stale write again: {replay_out}");
+    assert!(replay_out.starts_with("XFAIL"), "{replay_out}");
+    let latest = dir.join("replayed").join("latest");
+    let second = std::fs::read_dir(latest).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
+    let node = |d: &std::path::Path| {
+        history(d).into_iter().find_map(|l| match l {
+            HistoryLine::Fault(f) if f.phase == FaultPhase::Requested => Some(f.detail),
+            _ => None,
+        })
+    };
+    let (first, again) = (node(&run_dir).unwrap(), node(&second).unwrap());
+    assert!(again.contains("checkpoint-7") && first == again, "the same node's checkpoint 7: {first} / {again}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
