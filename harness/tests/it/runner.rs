@@ -59,6 +59,24 @@ fn run(name: &str, top: &str, tail: &str) -> (Option<i32>, String, std::path::Pa
     run_with(name, top, tail, &[])
 }
 
+/// `leasequake repro RUN_DIR` with its reports under `dir/replayed`: its output and its run directory.
+fn repro(run_dir: &std::path::Path, dir: &std::path::Path) -> (std::process::Output, std::path::PathBuf) {
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("repro")
+        .arg(run_dir)
+        .arg("--report-dir")
+        .arg(dir.join("replayed"))
+        .output()
+        .unwrap();
+    let latest = dir.join("replayed").join("latest");
+    let replayed = std::fs::read_dir(&latest)
+        .unwrap_or_else(|e| panic!("{}: {e}: {}", latest.display(), String::from_utf8_lossy(&out.stderr)))
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    (out, replayed)
+}
+
 /// The run directories of the latest suite under `dir/reports`, in run order.
 fn run_dirs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let suite = dir.join("reports").join("latest");
@@ -113,16 +131,8 @@ fn node_cmd_runs_the_scenario_with_another_implementation_of_the_node_protocol()
     let first = run_dirs(&dir).pop().unwrap();
     assert!(python_spoke(&first), "the nodes were the Python ones");
     // The repro of an incident found with these nodes runs these nodes, not the harness's own.
-    let replay = Command::new(env!("CARGO_BIN_EXE_leasequake"))
-        .arg("repro")
-        .arg(&first)
-        .arg("--report-dir")
-        .arg(dir.join("replayed"))
-        .output()
-        .unwrap();
+    let (replay, second) = repro(&first, &dir);
     assert_eq!(replay.status.code(), Some(0), "{}", String::from_utf8_lossy(&replay.stderr));
-    let latest = dir.join("replayed").join("latest");
-    let second = std::fs::read_dir(latest).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
     assert!(python_spoke(&second), "the repro's nodes were the Python ones too");
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -247,18 +257,10 @@ fn a_pause_triggered_right_after_checkpoint_7_lets_a_stale_write_land_without_fe
     assert!(page.contains("violation 1: ") && page.contains("PersistRecord"), "the stale write is on the timeline");
     // The repro waits for the same event on the same node: a replay at the recorded time alone
     // would miss the microseconds between checkpoint 7 and the persist, and the stale write.
-    let replay = Command::new(env!("CARGO_BIN_EXE_leasequake"))
-        .arg("repro")
-        .arg(&run_dir)
-        .arg("--report-dir")
-        .arg(dir.join("replayed"))
-        .output()
-        .unwrap();
+    let (replay, second) = repro(&run_dir, &dir);
     let replay_out = String::from_utf8_lossy(&replay.stdout);
     assert_eq!(replay.status.code(), Some(0), "the repro shows the stale write again: {replay_out}");
     assert!(replay_out.starts_with("XFAIL"), "{replay_out}");
-    let latest = dir.join("replayed").join("latest");
-    let second = std::fs::read_dir(latest).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
     let node = |d: &std::path::Path| {
         history(d).into_iter().find_map(|l| match l {
             HistoryLine::Fault(f) if f.phase == FaultPhase::Requested => Some(f.detail),
@@ -322,17 +324,9 @@ fn a_random_schedule_is_recorded_and_repro_replays_it_exactly() {
     assert_eq!(drawn.len(), 2, "two faults drawn and executed: {drawn:?}");
     // Seed 7 draws its second fault earlier than its first: executed first, it is still fault 2.
     assert_eq!(drawn[0]["id"], 2, "{drawn:?}");
-    let replay = Command::new(env!("CARGO_BIN_EXE_leasequake"))
-        .arg("repro")
-        .arg(&first)
-        .arg("--report-dir")
-        .arg(dir.join("replayed"))
-        .output()
-        .unwrap();
+    let (replay, second) = repro(&first, &dir);
     let replay_out = String::from_utf8_lossy(&replay.stdout);
     assert!(replay.status.code().is_some(), "{replay_out}");
-    let latest = dir.join("replayed").join("latest");
-    let second = std::fs::read_dir(latest).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
     let replayed = schedule(&second);
     assert_eq!(replayed.len(), drawn.len(), "{replayed:?}");
     for (a, b) in drawn.iter().zip(&replayed) {
