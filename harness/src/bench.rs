@@ -76,6 +76,7 @@ pub fn checker_figures(lines: usize) -> Vec<Figure> {
         result: Some(result),
         error: None,
         repro: String::new(),
+        extended_ms: None,
     };
     let suite = leasequake_reports::suite::Suite {
         schema: leasequake_reports::suite::SUMMARY_SCHEMA,
@@ -471,6 +472,7 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
         ended_ns: t + 1,
         faults_still_applied: vec![],
         temporary_collections_left: vec![],
+        extended_ms: None,
         versions: Default::default(),
     }));
     h

@@ -766,10 +766,12 @@ async fn run_one(
         result: None,
         error: None,
         repro: format!("leasequake run {} --seed {seed}{env}{node_cmd}", file.display()),
+        extended_ms: None,
     };
     let versions = match outcome {
         Ok(out) => {
             run.result = Some(out.result);
+            run.extended_ms = out.extended_ms;
             out.versions
         }
         Err(e) => {

@@ -112,6 +112,8 @@ pub struct RunOutcome {
     pub seed: u64,
     /// Versions seen (Redis, Docker engine).
     pub versions: BTreeMap<String, String>,
+    /// How far the run went past `duration_s`, ms, because the last fault healed late.
+    pub extended_ms: Option<u64>,
 }
 
 type Lines = Arc<Mutex<Vec<HistoryLine>>>;
@@ -189,7 +191,7 @@ pub async fn run(
             }
         };
         info!(run_id = %env.run_id, "environment ready");
-        let result = drive(s, seed, &env, &dir, opts, interrupt).await;
+        let driven = drive(s, seed, &env, &dir, opts, interrupt).await;
         opts.progress.phase("saving the container logs");
         env.save_logs(&dir.join("logs")).await;
         let mut versions = BTreeMap::new();
@@ -203,9 +205,9 @@ pub async fn run(
         }
         opts.progress.phase("removing the environment");
         let down = env.down().await;
-        let result = result?;
+        let (result, extended_ms) = driven?;
         down?;
-        Ok(RunOutcome { dir, result, seed, versions })
+        Ok(RunOutcome { dir, result, seed, versions, extended_ms })
     }
     .instrument(span)
     .await
@@ -321,7 +323,7 @@ async fn drive(
     dir: &Path,
     opts: &RunOptions,
     interrupt: &Interrupt,
-) -> Result<CheckResult, HarnessError> {
+) -> Result<(CheckResult, Option<u64>), HarnessError> {
     let cancel = interrupt.token();
     let proxy = ProxyClient::new(env.proxy_api.clone());
     let proxy_err = |e: leasequake_toxiproxy::ClientError| env_err(format!("the fault proxy refused a request: {e}"));
@@ -682,9 +684,9 @@ async fn drive(
         }
         let planned = t0 + Duration::from_secs(s.duration_s);
         let end = run_end(planned, last_heal, bound_ms);
-        if end > planned {
-            let late = end.duration_since(planned).as_millis();
-            info!(extended_ms = late as u64, "a fault healed late; the run lasts until the liveness bound after it");
+        let extended_ms = (end > planned).then(|| end.duration_since(planned).as_millis() as u64);
+        if let Some(late) = extended_ms {
+            info!(extended_ms = late, "a fault healed late; the run lasts until the liveness bound after it");
             progress.phase(&format!(
                 "the last fault healed late: the run goes on {late} ms past duration_s, to the liveness bound"
             ));
@@ -692,14 +694,14 @@ async fn drive(
         tokio::select! { () = cancel.cancelled() => {}, () = tokio::time::sleep_until(end.into()) => {} }
         let schedule = serde_json::to_vec_pretty(&executed).unwrap_or_default();
         let _ = write_atomically(&dir.join(SCHEDULE_FILE), &schedule);
-        (nodes, still_applied)
+        (nodes, still_applied, extended_ms)
     };
     let schedule = async {
         let out = schedule.await;
         stop_observer.cancel();
         out
     };
-    let ((nodes, still_applied), (), ()) = tokio::join!(schedule, observer, router);
+    let ((nodes, still_applied, extended_ms), (), ()) = tokio::join!(schedule, observer, router);
     progress.phase("stopping the nodes");
     for (_, (n, _)) in nodes {
         n.stop(Duration::from_secs(5)).await;
@@ -745,6 +747,7 @@ async fn drive(
             faults_still_applied: still_applied,
             temporary_collections_left: left,
             versions: BTreeMap::from([("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
+            extended_ms,
         }),
     );
     let lines = std::mem::take(&mut *lines.lock().unwrap_or_else(PoisonError::into_inner));
@@ -759,7 +762,7 @@ async fn drive(
     let json = serde_json::to_vec_pretty(&result)
         .map_err(|e| HarnessError::History { path: dir.to_path_buf(), detail: e.to_string() })?;
     write_atomically(&dir.join(VERDICTS_FILE), &json)?;
-    Ok(result)
+    Ok((result, extended_ms))
 }
 
 /// When the run ends: at `duration_s`, or, when the last fault healed so late that the liveness

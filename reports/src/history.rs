@@ -470,6 +470,10 @@ pub struct Snapshot {
     pub temporary_collections_left: Vec<String>,
     /// Versions of what ran (redis, docker, harness commit, ...).
     pub versions: std::collections::BTreeMap<String, String>,
+    /// How far the run went past its `duration_s`, ms: the last fault healed so late that the
+    /// liveness bound after it fell beyond the planned end. Absent when it ended as planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_ms: Option<u64>,
 }
 
 /// One line of a history file.

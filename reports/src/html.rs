@@ -108,6 +108,9 @@ fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<Hist
         esc(&r.dir)
     );
     let _ = write!(o, "<p><b>{}</b></p>", esc(&r.finding()));
+    if let Some(why) = r.extension() {
+        let _ = write!(o, "<p class=\"meta\">The run {}.</p>", esc(&why));
+    }
     if let Some(e) = &r.expected {
         let _ = write!(o, "<p class=\"meta\">Expected to violate <b>{}</b>: {}</p>", esc(&e.property), esc(&e.why));
     }

@@ -31,14 +31,12 @@ pub fn render(suite: &Suite) -> String {
     out.push_str("| scenario | verdict | time | finding |\n| --- | --- | ---: | --- |\n");
     for i in suite.order() {
         let r = &suite.scenarios[i];
-        let _ = writeln!(
-            out,
-            "| {} | **{}** | {:.0} s | {} |",
-            cell(&r.name),
-            r.shown().label(),
-            r.took_s,
-            cell(&r.finding())
-        );
+        let finding = match r.extension() {
+            Some(why) => format!("{} (the run {why})", r.finding()),
+            None => r.finding(),
+        };
+        let _ =
+            writeln!(out, "| {} | **{}** | {:.0} s | {} |", cell(&r.name), r.shown().label(), r.took_s, cell(&finding));
     }
     let repros: Vec<&str> = suite
         .order()

@@ -63,6 +63,7 @@ fn run(name: &str, verdict: Verdict, props: Vec<PropertyResult>, expected: Optio
         }),
         error: None,
         repro: format!("leasequake run scenarios/x/{name}.toml --seed 7"),
+        extended_ms: None,
     }
 }
 
@@ -135,6 +136,19 @@ fn the_markdown_summary_leads_with_failures_and_lists_their_repro_commands() {
     assert!(stale < calm, "failures first");
     assert!(md.contains("leasequake run scenarios/x/holey.toml --seed 7"));
     assert!(!md.contains("leasequake run scenarios/x/calm.toml"), "no repro for a pass");
+}
+
+#[test]
+fn a_run_that_went_past_its_duration_says_why_in_both_reports() {
+    let mut s = suite();
+    s.scenarios[0].extended_ms = Some(2350);
+    let why = "went on 2.4 s past its duration_s: the last fault healed late";
+    let md = crate::markdown::render(&s);
+    assert!(md.contains(why), "{md}");
+    assert_eq!(md.matches("past its duration_s").count(), 1, "only the extended run: {md}");
+    let page = crate::html::render(&s, &[None, None, None, None, None]);
+    assert!(page.contains(why));
+    assert_eq!(page.matches("past its duration_s").count(), 1);
 }
 
 #[test]

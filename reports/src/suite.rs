@@ -54,6 +54,10 @@ pub struct ScenarioRun {
     pub error: Option<String>,
     /// The command that re-runs it.
     pub repro: String,
+    /// How far the run went past its `duration_s`, ms, because the last fault healed late (the
+    /// history's snapshot says the same). Absent when it ended as planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_ms: Option<u64>,
 }
 
 /// How a scenario run is shown: a pass, an expected failure observed, a failure, inconclusive.
@@ -100,6 +104,18 @@ impl ScenarioRun {
             }
             _ => Shown::Pass,
         }
+    }
+
+    /// Why the run lasted longer than its scenario says, if it did.
+    #[must_use]
+    pub fn extension(&self) -> Option<String> {
+        self.extended_ms.map(|ms| {
+            format!(
+                "went on {:.1} s past its duration_s: the last fault healed late, so liveness was judged up to its \
+                 bound after the heal",
+                ms as f64 / 1000.0
+            )
+        })
     }
 
     /// One line: the first violation, the first reason for inconclusive, or what held.

@@ -147,6 +147,7 @@ impl H {
             ended_ns: at,
             faults_still_applied: vec![],
             temporary_collections_left: vec![],
+            extended_ms: None,
             versions: Default::default(),
         }));
         self.lines

@@ -61,6 +61,7 @@ fn run(name: &str, dir: &str, error: Option<&str>) -> ScenarioRun {
         result: None,
         error: error.map(str::to_owned),
         repro: format!("leasequake run scenarios/{name}.toml --seed 7"),
+        extended_ms: None,
     }
 }
 
