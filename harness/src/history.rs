@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use leasequake_reports::history::HistoryLine;
+use leasequake_reports::history::{Header, HistoryLine};
 use leasequake_reports::{CheckResult, Verdict};
 
 use crate::check::check;
@@ -36,6 +36,18 @@ pub fn read(path: &Path) -> Result<(Vec<HistoryLine>, Vec<String>), HarnessError
         }
     }
     Ok((lines, unreadable))
+}
+
+/// A history's header, read from its first line alone (a history can be large); `None` when
+/// that line is no header.
+pub fn read_header(path: &Path) -> Result<Option<Header>, HarnessError> {
+    let file = File::open(path).map_err(|e| io(path, e))?;
+    let mut first = String::new();
+    BufReader::new(file).read_line(&mut first).map_err(|e| io(path, e))?;
+    Ok(match serde_json::from_str(&first) {
+        Ok(HistoryLine::Header(h)) => Some(h),
+        _ => None,
+    })
 }
 
 /// Writes a history, one JSON object per line.

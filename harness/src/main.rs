@@ -1045,8 +1045,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             };
-            let (lines, _) = leasequake::history::read(&dir.join(leasequake::history::HISTORY_FILE))?;
-            let Some(leasequake_reports::history::HistoryLine::Header(h)) = lines.first() else {
+            let Some(h) = leasequake::history::read_header(&dir.join(leasequake::history::HISTORY_FILE))? else {
                 eprintln!("error: {} has no history header: not a run directory", dir.display());
                 return Ok(ExitCode::from(2));
             };

@@ -500,10 +500,11 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
     let steps: Vec<Step> = serde_json::from_str(&text).map_err(|e| problem(e.to_string()))?;
     let faults = steps
         .into_iter()
-        .map(|st| Fault {
+        .map(|st| (st.armed_ms.unwrap_or(st.at_ms), st))
+        .map(|(at_ms, st)| Fault {
             kind: st.kind,
             target: st.target,
-            at_s: st.armed_ms.unwrap_or(st.at_ms) / 1000,
+            at_s: at_ms / 1000,
             duration_s: st.duration_ms.div_ceil(1000),
             link: st.link,
             mode: st.mode,
@@ -513,7 +514,7 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
             follow_ms_by_node: st.follow_ms_by_node,
             jump_ms: st.jump_ms,
             unreplicated_acquire: st.unreplicated_acquire,
-            exact_ms: Some((st.armed_ms.unwrap_or(st.at_ms), st.duration_ms)),
+            exact_ms: Some((at_ms, st.duration_ms)),
             number: st.id,
             on: st.on,
         })

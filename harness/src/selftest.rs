@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use leasequake_reports::history::HistoryLine;
 use leasequake_reports::suite::ScenarioRun;
 use leasequake_reports::{PropertyStatus, Verdict};
 use serde::Serialize;
@@ -244,14 +243,7 @@ impl Caught {
 
 /// The run's start, from its history's first line (the header) alone: a history can be large.
 fn started_ns(run_dir: &Path) -> Option<u64> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(run_dir.join("history.jsonl")).ok()?;
-    let mut first = String::new();
-    std::io::BufReader::new(file).read_line(&mut first).ok()?;
-    match serde_json::from_str(&first).ok()? {
-        HistoryLine::Header(h) => Some(h.started_ns),
-        _ => None,
-    }
+    crate::history::read_header(&run_dir.join(crate::history::HISTORY_FILE)).ok().flatten().map(|h| h.started_ns)
 }
 
 /// An entry's row of the table.
