@@ -397,6 +397,7 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
         started_ns: 0,
         audit_after: 0,
         renew_ms: Some(40),
+        ttl_ms: Some(120),
         waste_budget_ms: None,
         node_command: None,
     })];
@@ -410,13 +411,26 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
             let event = NodeEvent { mono_ns: *t, round: fence, kind };
             h.push(HistoryLine::Node { node: node.clone(), incarnation: 1, received_ns: *t, event });
         };
-        ev(&mut h, &mut t, EventKind::Acquired { token: token.clone(), fence });
+        let now = t;
+        ev(&mut h, &mut t, EventKind::Acquired { token: token.clone(), fence, sent_ns: Some(now + 50_000) });
         for number in 1..=7u8 {
-            ev(&mut h, &mut t, EventKind::CheckpointPassed { token: token.clone(), number });
+            let now = t;
             ev(
                 &mut h,
                 &mut t,
-                EventKind::StoreCallSent { token: token.clone(), fence, op: StoreOp::Upsert, call: u64::from(number) },
+                EventKind::CheckpointPassed { token: token.clone(), number, decided_ns: Some(now + 50_000) },
+            );
+            let now = t;
+            ev(
+                &mut h,
+                &mut t,
+                EventKind::StoreCallSent {
+                    token: token.clone(),
+                    fence,
+                    op: StoreOp::Upsert,
+                    call: u64::from(number),
+                    decided_ns: Some(now + 50_000),
+                },
             );
             seq += 1;
             t += 100_000;

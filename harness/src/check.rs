@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use leasequake_reports::history::{
     AuditRecord, EventKind, FaultEvent, FaultPhase, Header, HistoryLine, ObserverSample, Snapshot, StoreOp,
-    HISTORY_VERSION,
+    HISTORY_VERSION, HISTORY_VERSION_MIN,
 };
 use leasequake_reports::{
     CheckResult, Evidence, Expectation, Metrics, PropertyResult, PropertyStatus, Verdict, Violation,
@@ -16,10 +16,12 @@ use leasequake_reports::{
 };
 
 /// The properties, in report order.
-pub const PROPERTIES: [&str; 8] = [
+pub const PROPERTIES: [&str; 10] = [
     "no_stale_write",
     "fence_anomaly",
     "sticky_loss",
+    "acquisitions_end",
+    "within_validity",
     "keeps_renewing",
     "single_writer",
     "cleanup",
@@ -29,6 +31,8 @@ pub const PROPERTIES: [&str; 8] = [
 
 struct NodeLine<'a> {
     node: &'a str,
+    /// The node process's incarnation (bumped by every restart).
+    incarnation: u64,
     /// The harness's receipt stamp.
     at_ns: u64,
     /// The node's own stamp (its CLOCK_MONOTONIC, the host's), else the receipt stamp.
@@ -130,8 +134,9 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
             HistoryLine::Header(h) => header = Some(h),
             HistoryLine::Snapshot(s) => snapshot = Some(s),
             HistoryLine::Audit(a) => audit.push(a),
-            HistoryLine::Node { node, received_ns, event, .. } => nodes.push(NodeLine {
+            HistoryLine::Node { node, incarnation, received_ns, event } => nodes.push(NodeLine {
                 node,
+                incarnation: *incarnation,
                 at_ns: *received_ns,
                 sent_ns: if event.mono_ns == 0 { *received_ns } else { event.mono_ns },
                 kind: &event.kind,
@@ -145,9 +150,10 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
     }
     match header {
         None => inconclusive.push("the history has no header line".into()),
-        Some(h) if h.version != HISTORY_VERSION => {
-            inconclusive.push(format!("history version {} is not {HISTORY_VERSION}", h.version))
-        }
+        Some(h) if !(HISTORY_VERSION_MIN..=HISTORY_VERSION).contains(&h.version) => inconclusive.push(format!(
+            "history version {} is not one this checker reads ({HISTORY_VERSION_MIN} to {HISTORY_VERSION})",
+            h.version
+        )),
         Some(_) => {}
     }
     if snapshot.is_none() {
@@ -170,7 +176,9 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
     let (stale, anomaly) = fencing(&audit, &windows);
     properties.push(stale);
     properties.push(anomaly);
-    properties.push(sticky_loss(&nodes, &windows));
+    properties.push(acquisition::sticky_loss(&nodes, &windows));
+    properties.push(acquisition::acquisitions_end(&nodes, &windows));
+    properties.push(acquisition::within_validity(header.and_then(|h| h.ttl_ms), &nodes, &windows));
     properties.push(keeps_renewing(header.and_then(|h| h.renew_ms), &nodes, &faults, &windows));
     properties.push(single_writer(&audit, &windows));
     properties.push(cleanup(&audit, snapshot, &windows));
@@ -252,65 +260,6 @@ fn fencing(audit: &[&AuditRecord], faults: &Faults) -> (PropertyResult, Property
     )
 }
 
-/// After a node reported ownership lost for an acquisition, it sends no store call under that
-/// token and passes no checkpoint for it.
-fn sticky_loss(nodes: &[NodeLine], faults: &Faults) -> PropertyResult {
-    let mut judge = Judge::new("sticky_loss");
-    let mut lost: HashMap<(&str, &str), u64> = HashMap::new();
-    let mut losses = 0;
-    for n in nodes {
-        match n.kind {
-            EventKind::OwnershipLost { token, .. } => {
-                losses += 1;
-                lost.entry((n.node, token.as_str())).or_insert(n.at_ns);
-            }
-            EventKind::StoreCallSent { token, fence, op, call } => {
-                if let Some(at) = lost.get(&(n.node, token.as_str())) {
-                    judge.violate(|| Violation {
-                        summary: format!(
-                            "{} sent store call {call} ({op:?}) under token {token} after reporting its loss",
-                            n.node
-                        ),
-                        evidence: vec![Evidence {
-                            label: "call after loss".into(),
-                            seq: None,
-                            node: n.node.into(),
-                            token: token.clone(),
-                            fence: *fence,
-                            what: format!("{op:?}"),
-                            at_ns: n.at_ns,
-                        }],
-                        faults_active: faults.active_at(*at),
-                        at_ns: n.at_ns,
-                    });
-                }
-            }
-            EventKind::CheckpointPassed { token, number } if lost.contains_key(&(n.node, token.as_str())) => {
-                judge.violate(|| Violation {
-                    summary: format!(
-                        "{} passed checkpoint {number} under token {token} after reporting its loss",
-                        n.node
-                    ),
-                    evidence: vec![Evidence {
-                        label: "checkpoint after loss".into(),
-                        seq: None,
-                        node: n.node.into(),
-                        token: token.clone(),
-                        fence: 0,
-                        what: format!("checkpoint {number}"),
-                        at_ns: n.at_ns,
-                    }],
-                    faults_active: faults.active_at(n.at_ns),
-                    at_ns: n.at_ns,
-                });
-            }
-            _ => {}
-        }
-    }
-    let na = (losses == 0).then_some("no node lost ownership");
-    judge.result("no node acted under an acquisition after reporting it lost", na)
-}
-
 /// How far behind its renewals a holder may act, in renewal intervals: a correct lease acts at
 /// most one interval after its last renewal plus the time an in-flight renewal takes to answer,
 /// and stops at ttl (three intervals) at the latest; the half interval left is the window in which
@@ -355,16 +304,18 @@ fn keeps_renewing(
             holds_renewal && *a <= to && from <= *b
         })
     };
+    // An act after the node's own report of the end is explained by that report.
+    let ends = acquisition::ends(nodes);
     // (node, token) -> (last renewal or acquisition, already reported)
     let mut last: HashMap<(&str, &str), (u64, bool)> = HashMap::new();
     let mut judged = 0u64;
     for n in nodes {
         let (token, what) = match n.kind {
-            EventKind::Acquired { token, .. } | EventKind::Renewed { token } => {
+            EventKind::Acquired { token, .. } | EventKind::Renewed { token, .. } => {
                 last.insert((n.node, token.as_str()), (n.sent_ns, false));
                 continue;
             }
-            EventKind::CheckpointPassed { token, number } => (token, format!("passed checkpoint {number}")),
+            EventKind::CheckpointPassed { token, number, .. } => (token, format!("passed checkpoint {number}")),
             EventKind::ModelCall { token, batch, .. } => (token, format!("finished model call {batch}")),
             EventKind::StoreCallSent { token, op, call, .. } => (token, format!("sent store call {call} ({op:?})")),
             _ => continue,
@@ -377,9 +328,17 @@ fn keeps_renewing(
         }
         *reported = true;
         let at = *renewed;
+        let why = match ends.get(&(n.node, token.as_str())).filter(|e| e.at_ns <= n.sent_ns) {
+            Some(end) => format!(
+                "it had {} {} ms before and still acted",
+                end.what,
+                n.sent_ns.saturating_sub(end.at_ns) / 1_000_000
+            ),
+            None => "its renewals had stopped without a loss".to_owned(),
+        };
         judge.violate(|| Violation {
             summary: format!(
-                "{} {what} under token {token} {} ms after its last renewal (renewal every {renew_ms} ms, at most {} ms behind) with Redis answering: its renewals had stopped without a loss",
+                "{} {what} under token {token} {} ms after its last renewal (renewal every {renew_ms} ms, at most {} ms behind) with Redis answering: {why}",
                 n.node,
                 behind / 1_000_000,
                 lag_ns / 1_000_000
@@ -428,7 +387,7 @@ fn inferred_renew_ms(nodes: &[NodeLine]) -> Option<u64> {
             EventKind::Acquired { token, .. } => {
                 prev.insert((n.node, token.as_str()), n.sent_ns);
             }
-            EventKind::Renewed { token } => {
+            EventKind::Renewed { token, .. } => {
                 if let Some(p) = prev.insert((n.node, token.as_str()), n.sent_ns) {
                     gaps.push(n.sent_ns.saturating_sub(p));
                 }
@@ -726,7 +685,7 @@ fn measure<'a>(
     let mut loss_at: HashMap<&str, u64> = HashMap::new();
     for n in nodes {
         match n.kind {
-            EventKind::Acquired { token, fence } => acquired.push((n.at_ns, token, *fence)),
+            EventKind::Acquired { token, fence, .. } => acquired.push((n.at_ns, token, *fence)),
             EventKind::OwnershipLost { token, .. } => {
                 loss_at.entry(token).and_modify(|t| *t = (*t).min(n.at_ns)).or_insert(n.at_ns);
             }
@@ -842,3 +801,5 @@ fn measure<'a>(
 
 #[cfg(test)]
 mod tests;
+
+mod acquisition;

@@ -115,7 +115,8 @@ pub async fn run(cfg: DemoConfig, cancel: CancellationToken) -> Result<Tally, Ha
     let mut nodes = Vec::new();
     for i in 1..=cfg.nodes {
         let config = NodeConfig {
-            protocol: leasequake_reports::history::PROTOCOL_VERSION,
+            protocol: leasequake_reports::history::PROTOCOL_VERSION_MIN,
+            protocol_max: Some(leasequake_reports::history::PROTOCOL_VERSION),
             node: format!("n{i}"),
             incarnation: 1,
             tenant: cfg.tenant.clone(),

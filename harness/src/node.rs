@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::mono_ns;
+use crate::clock::{instant_ns, mono_ns};
 use crate::error::HarnessError;
 use crate::store::op_path;
 
@@ -69,6 +69,9 @@ impl Emitter {
         }
     }
 }
+
+/// One held acquisition of the reference node.
+type Guard = LeaseGuard<redis::aio::ConnectionManager>;
 
 /// How a round ended.
 enum Outcome {
@@ -145,11 +148,16 @@ async fn serve(
         Some(Err(e)) => return Err(protocol(format!("cannot read the config line: {e}"))),
         None => return Err(protocol("stdin closed before a config line".into())),
     };
-    if config.protocol != PROTOCOL_VERSION {
+    // The harness offers `protocol` (its oldest) to `protocol_max` (its newest).
+    let newest = config.protocol_max.unwrap_or(config.protocol);
+    if !(config.protocol..=newest).contains(&PROTOCOL_VERSION) {
         emitter.emit(EventKind::Error {
-            message: format!("protocol {} is not supported; this node speaks {PROTOCOL_VERSION}", config.protocol),
+            message: format!(
+                "the harness offers protocol {} to {newest}; this node speaks {PROTOCOL_VERSION}",
+                config.protocol
+            ),
         });
-        return Err(protocol(format!("unsupported protocol {}", config.protocol)));
+        return Err(protocol(format!("unsupported protocol {}..={newest}", config.protocol)));
     }
     emitter.emit(EventKind::Hello {
         protocol: PROTOCOL_VERSION,
@@ -284,7 +292,8 @@ impl Node {
                 }
             };
             let token = guard.token().to_string();
-            self.emitter.emit(EventKind::Acquired { token: token.clone(), fence: guard.fence() });
+            let sent_ns = Some(instant_ns(guard.acquire_sent_at()));
+            self.emitter.emit(EventKind::Acquired { token: token.clone(), fence: guard.fence(), sent_ns });
             let outcome = self.round(&guard, &token).await;
             if let Some((t, call)) = self.in_flight.take() {
                 self.emitter.emit(EventKind::StoreCallUnknown {
@@ -351,9 +360,8 @@ impl Node {
                     };
                     let emitter = self.emitter.clone();
                     let observer = move |e: &LeaseEvent| match e {
-                        LeaseEvent::Renewed { token, .. } => {
-                            emitter.emit(EventKind::Renewed { token: token.to_string() })
-                        }
+                        LeaseEvent::Renewed { token, sent_at, .. } => emitter
+                            .emit(EventKind::Renewed { token: token.to_string(), sent_ns: Some(instant_ns(*sent_at)) }),
                         LeaseEvent::Lost { token, loss } => emitter.emit(EventKind::OwnershipLost {
                             token: token.to_string(),
                             reason: loss.reason.kind().to_owned(),
@@ -382,13 +390,13 @@ impl Node {
         }
     }
 
-    async fn round(&mut self, guard: &LeaseGuard<redis::aio::ConnectionManager>, token: &str) -> Outcome {
+    async fn round(&mut self, guard: &Guard, token: &str) -> Outcome {
         let p = self.cfg.pipeline.clone();
         self.lost = guard.lost_token();
         self.pending_sync = None;
         let mut fence = guard.fence();
         if self.cfg.fence_source == FenceSource::Store {
-            match self.call(StoreOp::BeginEpoch, token, 0, None, 0).await {
+            match self.call(guard, StoreOp::BeginEpoch, token, 0, None, 0).await {
                 Ok(v) => fence = v["fence"].as_u64().unwrap_or(0),
                 Err(o) => return o,
             }
@@ -400,13 +408,21 @@ impl Node {
             return o;
         }
         for batch in 0..p.batches {
+            if let Err(o) = self.hold().await {
+                return o;
+            }
+            // New work starts only while the lease is locally valid.
+            let decided_ns = match guard.still_valid() {
+                Ok(at) => Some(instant_ns(at)),
+                Err(e) => return aborted(e.is_lost(), e.to_string()),
+            };
             let began = std::time::Instant::now();
             let extra = self.slow_model.load(Ordering::Relaxed);
             if let Err(o) = self.work(guard, Duration::from_millis(p.embed_ms + extra)).await {
                 return o;
             }
             let ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.emitter.emit(EventKind::ModelCall { token: token.into(), batch, ms });
+            self.emitter.emit(EventKind::ModelCall { token: token.into(), batch, ms, decided_ns });
             if batch + 1 < p.batches {
                 if let Err(o) = self.checkpoint(guard, token, 2).await {
                     return o;
@@ -425,7 +441,7 @@ impl Node {
             })
             .unwrap_or_default();
         for name in leftovers {
-            if let Err(o) = self.call_tolerating(StoreOp::DropCollection, token, fence, &name, &[404]).await {
+            if let Err(o) = self.call_tolerating(guard, StoreOp::DropCollection, token, fence, &name, &[404]).await {
                 return o;
             }
         }
@@ -437,21 +453,22 @@ impl Node {
             self.cfg.incarnation,
             self.emitter.round.load(Ordering::Relaxed)
         );
-        if let Err(o) = self.call(StoreOp::CreateCollection, token, fence, Some(&name), 0).await {
+        if let Err(o) = self.call(guard, StoreOp::CreateCollection, token, fence, Some(&name), 0).await {
             return o;
         }
         if let Err(o) = self.checkpoint(guard, token, 4).await {
             return o;
         }
         for _ in 0..p.batches {
-            if let Err(o) = self.call(StoreOp::Upsert, token, fence, Some(&name), u64::from(p.batch_size)).await {
+            if let Err(o) = self.call(guard, StoreOp::Upsert, token, fence, Some(&name), u64::from(p.batch_size)).await
+            {
                 return o;
             }
         }
         if let Err(o) = self.checkpoint(guard, token, 5).await {
             return o;
         }
-        if let Err(o) = self.call(StoreOp::SwitchAlias, token, fence, Some(&name), 0).await {
+        if let Err(o) = self.call(guard, StoreOp::SwitchAlias, token, fence, Some(&name), 0).await {
             return o;
         }
         for n in [6, 7] {
@@ -459,11 +476,12 @@ impl Node {
                 return o;
             }
         }
-        if let Err(o) = self.call(StoreOp::PersistRecord, token, fence, Some(&name), 0).await {
+        if let Err(o) = self.call(guard, StoreOp::PersistRecord, token, fence, Some(&name), 0).await {
             return o;
         }
         if let Some(old) = previous.filter(|old| *old != name) {
-            if let Err(o) = self.call_tolerating(StoreOp::DropCollection, token, fence, &old, &[404, 409]).await {
+            if let Err(o) = self.call_tolerating(guard, StoreOp::DropCollection, token, fence, &old, &[404, 409]).await
+            {
                 return o;
             }
         }
@@ -471,7 +489,7 @@ impl Node {
     }
 
     /// Wall-time work that ownership loss (or stop) cancels at once.
-    async fn work(&mut self, guard: &LeaseGuard<redis::aio::ConnectionManager>, d: Duration) -> Result<(), Outcome> {
+    async fn work(&mut self, guard: &Guard, d: Duration) -> Result<(), Outcome> {
         self.hold().await?;
         tokio::select! {
             biased;
@@ -481,19 +499,15 @@ impl Node {
         }
     }
 
-    async fn checkpoint(
-        &mut self,
-        guard: &LeaseGuard<redis::aio::ConnectionManager>,
-        token: &str,
-        n: u8,
-    ) -> Result<(), Outcome> {
+    async fn checkpoint(&mut self, guard: &Guard, token: &str, n: u8) -> Result<(), Outcome> {
         self.hold().await?;
         if self.cfg.pipeline.checkpoints.contains(&n) {
-            match guard.ensure_owned(checkpoint_name(n)).await {
-                Ok(()) => {
+            match guard.ensure_owned_at(checkpoint_name(n)).await {
+                Ok(decided) => {
                     // The loss can land between the check and this line: then the check counts
                     // as failed (the loss is sticky), never as passed after the loss.
-                    let passed = EventKind::CheckpointPassed { token: token.into(), number: n };
+                    let decided_ns = Some(instant_ns(decided));
+                    let passed = EventKind::CheckpointPassed { token: token.into(), number: n, decided_ns };
                     if !self.emitter.emit_unless_lost(&self.lost, passed) {
                         let reason = format!("ownership lost right after checkpoint {n} checked");
                         self.emitter.emit(EventKind::CheckpointFailed {
@@ -549,13 +563,14 @@ impl Node {
 
     async fn call_tolerating(
         &mut self,
+        guard: &Guard,
         op: StoreOp,
         token: &str,
         fence: u64,
         name: &str,
         ok: &[u16],
     ) -> Result<(), Outcome> {
-        match self.call_status(op, token, fence, Some(name), 0).await {
+        match self.call_status(guard, op, token, fence, Some(name), 0).await {
             Ok(_) => Ok(()),
             Err((Some(status), _)) if ok.contains(&status) => Ok(()),
             Err((_, o)) => Err(o),
@@ -564,18 +579,20 @@ impl Node {
 
     async fn call(
         &mut self,
+        guard: &Guard,
         op: StoreOp,
         token: &str,
         fence: u64,
         collection: Option<&str>,
         points: u64,
     ) -> Result<Value, Outcome> {
-        self.call_status(op, token, fence, collection, points).await.map_err(|(_, o)| o)
+        self.call_status(guard, op, token, fence, collection, points).await.map_err(|(_, o)| o)
     }
 
     /// One store call with its sent / acked / rejected / unknown events.
     async fn call_status(
         &mut self,
+        guard: &Guard,
         op: StoreOp,
         token: &str,
         fence: u64,
@@ -588,10 +605,15 @@ impl Node {
             "tenant": self.cfg.tenant, "node": self.cfg.node, "token": token, "fence": fence,
             "call": call, "collection": collection, "points": points,
         });
-        // The loss token is the round's cancellation: a node that knows it lost starts no store
-        // call, checkpoint or not (a call already on its way is the fence's to stop).
-        if !self.emitter.emit_unless_lost(&self.lost, EventKind::StoreCallSent { token: token.into(), fence, op, call })
-        {
+        // The loss token is the round's cancellation: a node that knows it lost, or whose local
+        // validity ran out, starts no store call, checkpoint or not (a call already on its way
+        // is the fence's to stop).
+        let decided_ns = match guard.still_valid() {
+            Ok(at) => Some(instant_ns(at)),
+            Err(e) => return Err((None, aborted(e.is_lost(), format!("before store call {op:?}: {e}")))),
+        };
+        let sent = EventKind::StoreCallSent { token: token.into(), fence, op, call, decided_ns };
+        if !self.emitter.emit_unless_lost(&self.lost, sent) {
             return Err((None, aborted(true, format!("ownership lost before store call {op:?}"))));
         }
         self.in_flight = Some((token.into(), call));

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use leasequake_reports::history::{
     EventKind, FaultEvent, FaultPhase, Header, HistoryLine, LeaseTimings, NodeCommand, NodeConfig, ObserverSample,
-    PipelineShape, Snapshot, HISTORY_VERSION, PROTOCOL_VERSION,
+    PipelineShape, Snapshot, HISTORY_VERSION, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
 };
 use leasequake_reports::{CheckResult, Verdict};
 use leasequake_toxiproxy::{Client as ProxyClient, Stream, ToxicSpec};
@@ -247,7 +247,8 @@ impl Ctx<'_> {
         let redis_port = self.env.proxy_ports[(2 * (i - 1)) as usize];
         let store_port = self.env.proxy_ports[(2 * (i - 1) + 1) as usize];
         NodeConfig {
-            protocol: PROTOCOL_VERSION,
+            protocol: PROTOCOL_VERSION_MIN,
+            protocol_max: Some(PROTOCOL_VERSION),
             node: format!("n{i}"),
             incarnation,
             tenant: self.tenant.clone(),
@@ -377,6 +378,7 @@ async fn drive(
         started_ns,
         audit_after,
         renew_ms: Some(s.renew_ms()),
+        ttl_ms: Some(s.lease.ttl_ms),
         waste_budget_ms: s.waste_budget_ms,
         node_command: opts.node_cmd.clone().or_else(|| s.nodes.command.clone()),
     })]));

@@ -9,7 +9,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use leasequake_reports::history::{EventKind, NodeCommand, NodeConfig, NodeEvent, PROTOCOL_VERSION};
+use leasequake_reports::history::{
+    protocol_supported, EventKind, NodeCommand, NodeConfig, NodeEvent, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
+};
 use rustix::process::{kill_process_group, Pid, Signal};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
@@ -205,13 +207,15 @@ impl Drop for NodeProcess {
     }
 }
 
-/// Parses one node line; anything not an event of this protocol version is garbage.
+/// Parses one node line; anything not an event of a protocol version the harness speaks is garbage.
 pub fn parse_event(line: &str) -> Result<NodeEvent, Garbage> {
     let garbage = |why: String| Garbage { raw: line.chars().take(200).collect(), why };
     let event: NodeEvent = serde_json::from_str(line).map_err(|e| garbage(e.to_string()))?;
     if let EventKind::Hello { protocol, .. } = &event.kind {
-        if *protocol != PROTOCOL_VERSION {
-            return Err(garbage(format!("node speaks protocol {protocol}, the harness {PROTOCOL_VERSION}")));
+        if !protocol_supported(*protocol) {
+            return Err(garbage(format!(
+                "node speaks protocol {protocol}, the harness {PROTOCOL_VERSION_MIN} to {PROTOCOL_VERSION}"
+            )));
         }
     }
     Ok(event)
@@ -232,5 +236,12 @@ mod tests {
         let old =
             parse_event(r#"{"mono_ns":1,"round":0,"type":"hello","protocol":0,"implementation":"x"}"#).unwrap_err();
         assert!(old.why.contains("protocol 0"));
+        for version in [1, 2] {
+            let line = format!(r#"{{"mono_ns":1,"round":0,"type":"hello","protocol":{version},"implementation":"x"}}"#);
+            assert!(parse_event(&line).is_ok(), "protocol {version} is spoken");
+        }
+        let newer =
+            parse_event(r#"{"mono_ns":1,"round":0,"type":"hello","protocol":3,"implementation":"x"}"#).unwrap_err();
+        assert!(newer.why.contains("protocol 3"), "{newer:?}");
     }
 }

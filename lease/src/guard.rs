@@ -65,6 +65,8 @@ pub enum LeaseEvent {
         token: OwnerToken,
         /// The acquisition's fence.
         fence: u64,
+        /// When this renewal was sent: the validity it confirmed counts from here.
+        sent_at: Instant,
     },
     /// Ownership was lost (the first, sticky loss).
     Lost {
@@ -230,6 +232,30 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseGuard<C> {
     pub fn valid_until(&self) -> Instant {
         self.shared.state().deadline()
     }
+    /// When the acquire that won this lease was sent: its validity counts from there.
+    #[must_use]
+    pub fn acquire_sent_at(&self) -> Instant {
+        self.shared.state().acquire_sent_at()
+    }
+
+    /// A decision without Redis I/O (before a write, before new work): succeeds with the instant
+    /// it read the clock at, while ownership is not lost and the local validity holds; marks the
+    /// loss (`Expired`) once the validity has run out, even while the renewal task is stalled.
+    pub fn still_valid(&self) -> Result<Instant, LeaseError> {
+        let s = &self.shared;
+        let non_sticky = s.flaw(Flaw::NonStickyLoss);
+        if s.lost.is_cancelled() && !non_sticky {
+            if let Some(loss) = s.loss() {
+                return Err(s.lost_error(loss));
+            }
+        }
+        let now = s.clock.now();
+        let expired = s.state().check_deadline(now);
+        match expired.filter(|_| !non_sticky && !s.flaw(Flaw::RenewalErrorsIgnored)) {
+            Some(reason) => Err(s.lost_error(s.lose(reason, None))),
+            None => Ok(now),
+        }
+    }
     /// The sticky loss record, once ownership is lost.
     #[must_use]
     pub fn loss(&self) -> Option<Loss> {
@@ -283,6 +309,12 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseGuard<C> {
     /// Redis, forever. Otherwise it checks the local validity, then reads the key and compares the
     /// owner token, within what is left of the validity. Any failure marks the loss.
     pub async fn ensure_owned(&self, checkpoint: &str) -> Result<(), LeaseError> {
+        self.ensure_owned_at(checkpoint).await.map(|_| ())
+    }
+
+    /// [`LeaseGuard::ensure_owned`], returning the instant at which it decided that ownership
+    /// held (the clock reading its validity check used).
+    pub async fn ensure_owned_at(&self, checkpoint: &str) -> Result<Instant, LeaseError> {
         let s = &self.shared;
         let non_sticky = s.flaw(Flaw::NonStickyLoss);
         if s.lost.is_cancelled() && !non_sticky {
@@ -310,12 +342,13 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseGuard<C> {
             Some(Err(e)) => CheckOutcome::Failed(e.to_string()),
             None => CheckOutcome::Failed(format!("no answer within {} ms", budget.as_millis())),
         };
+        let decided = s.clock.now();
         if non_sticky && outcome == CheckOutcome::Ours {
             // The flaw: Redis shows our token again, so the node writes again.
             s.counters.checks_passed.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
+            return Ok(decided);
         }
-        let mut decision = s.state().on_check(outcome, s.clock.now());
+        let mut decision = s.state().on_check(outcome, decided);
         if s.flaw(Flaw::RenewalErrorsIgnored) && decision == Some(LossReason::Expired) {
             decision = None;
         }
@@ -327,7 +360,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseGuard<C> {
                 None => {
                     s.counters.checks_passed.fetch_add(1, Ordering::Relaxed);
                     debug!(tenant = %s.tenant, fence = s.fence, checkpoint, "ownership confirmed");
-                    Ok(())
+                    Ok(decided)
                 }
             },
         }
@@ -389,6 +422,11 @@ async fn renewal<C: ConnectionLike + Clone + Send + Sync + 'static>(s: Arc<Share
             () = s.clock.sleep_until(due) => {}
         }
         let sent_at = s.clock.now();
+        // Read after the send time: a loss that lands from here on is stamped after `sent_at`, so
+        // no renewal is ever sent after the loss it could have seen.
+        if s.lost.is_cancelled() {
+            return;
+        }
         let (deadline, expired) = {
             let state = s.state();
             (state.deadline(), state.check_deadline(sent_at))
@@ -409,8 +447,8 @@ async fn renewal<C: ConnectionLike + Clone + Send + Sync + 'static>(s: Arc<Share
             Some(Err(e)) => RenewOutcome::Failed(e.to_string()),
             None => RenewOutcome::Failed(format!("no answer within {} ms", budget.as_millis())),
         };
-        if s.stop.is_cancelled() {
-            return; // released while the renewal was in flight: its answer no longer matters
+        if s.stop.is_cancelled() || s.lost.is_cancelled() {
+            return; // released or lost while the renewal was in flight: its answer no longer matters
         }
         let mut shortfall = None;
         if let (RenewOutcome::Extended, Some(guard)) = (&outcome, s.config.replication) {
@@ -435,7 +473,7 @@ async fn renewal<C: ConnectionLike + Clone + Send + Sync + 'static>(s: Arc<Share
         match decision {
             None => {
                 s.counters.renewals.fetch_add(1, Ordering::Relaxed);
-                s.notify(&LeaseEvent::Renewed { token: s.token.clone(), fence: s.fence });
+                s.notify(&LeaseEvent::Renewed { token: s.token.clone(), fence: s.fence, sent_at });
                 debug!(tenant = %s.tenant, fence = s.fence, "lease renewed");
             }
             Some(reason) => {

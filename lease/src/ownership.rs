@@ -144,6 +144,11 @@ impl Ownership {
         Self { timing, acquire_sent_at: sent_at, confirmed_sent_at: sent_at, loss: None }
     }
 
+    /// When the acquire that granted this ownership was sent.
+    pub fn acquire_sent_at(&self) -> Instant {
+        self.acquire_sent_at
+    }
+
     /// Until when we may act as owner without hearing from Redis again.
     pub fn deadline(&self) -> Instant {
         self.confirmed_sent_at + self.timing.ttl - self.timing.drift

@@ -5,8 +5,19 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The node protocol's version. A node announces it in `hello`; the supervisor refuses others.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The node protocol's current version. A node announces the version it speaks in `hello`; the
+/// supervisor accepts this one and the previous ([`PROTOCOL_VERSION_MIN`]) and refuses others.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The oldest protocol version the harness still speaks: a node written for it keeps working
+/// (its events carry no decision or send stamps, so `within_validity` is not applicable to it).
+pub const PROTOCOL_VERSION_MIN: u32 = 1;
+
+/// Whether the harness speaks protocol `version`.
+#[must_use]
+pub fn protocol_supported(version: u32) -> bool {
+    (PROTOCOL_VERSION_MIN..=PROTOCOL_VERSION).contains(&version)
+}
 
 /// The seven checkpoints of the tenant sync pipeline: number and name.
 pub const CHECKPOINTS: [(u8, &str); 7] = [
@@ -89,8 +100,12 @@ pub struct PipelineShape {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeConfig {
-    /// Protocol version the harness speaks.
+    /// The oldest protocol version the harness accepts ([`PROTOCOL_VERSION_MIN`]): a node written
+    /// for it sees the value it expects. The node answers `hello` with the version it speaks.
     pub protocol: u32,
+    /// The newest protocol version the harness speaks ([`PROTOCOL_VERSION`]); absent in version 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_max: Option<u32>,
     /// Node id (`n1`, ...).
     pub node: String,
     /// Bumped on every restart of the node; part of every owner token.
@@ -196,6 +211,10 @@ pub enum EventKind {
         token: String,
         /// The fence this acquisition's writes carry.
         fence: u64,
+        /// When the winning acquire was sent, on the node's monotonic clock (protocol 2): the
+        /// acquisition's validity counts from here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent_ns: Option<u64>,
     },
     /// The acquire wait ran out.
     AcquireTimedOut {
@@ -206,6 +225,9 @@ pub enum EventKind {
     Renewed {
         /// Owner token.
         token: String,
+        /// When this renewal was sent, on the node's monotonic clock (protocol 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent_ns: Option<u64>,
     },
     /// Ownership is lost (sticky).
     OwnershipLost {
@@ -222,6 +244,9 @@ pub enum EventKind {
         token: String,
         /// 1..=7.
         number: u8,
+        /// When the node read its clock to decide that it still owned the lease (protocol 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_ns: Option<u64>,
     },
     /// `ensure_owned` failed; the round is cancelled.
     CheckpointFailed {
@@ -247,6 +272,9 @@ pub enum EventKind {
         batch: u32,
         /// Wall time.
         ms: u64,
+        /// When the node read its clock to decide to start the call (protocol 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_ns: Option<u64>,
     },
     /// A store call was sent.
     StoreCallSent {
@@ -258,6 +286,9 @@ pub enum EventKind {
         op: StoreOp,
         /// The node's id for the call (unique per node incarnation).
         call: u64,
+        /// When the node read its clock to decide to send the call (protocol 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_ns: Option<u64>,
     },
     /// The store accepted it.
     StoreCallAcked {
@@ -349,7 +380,10 @@ pub struct AuditRecord {
 }
 
 /// The history file's format version (docs/history.md).
-pub const HISTORY_VERSION: u32 = 1;
+pub const HISTORY_VERSION: u32 = 2;
+
+/// The oldest history version `check` and `repro` still read (judged by the rules it supports).
+pub const HISTORY_VERSION_MIN: u32 = 1;
 
 /// What a scenario expects to fail on purpose (a known-unsafe configuration shown).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -399,6 +433,9 @@ pub struct Header {
     /// The lease's renewal interval, ms (`keeps_renewing`; inferred from the renewals when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renew_ms: Option<u64>,
+    /// The lease's ttl, ms (`within_validity`; version 2, absent in version 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
     /// The scenario's waste budget (`bounded_waste`), if it declares one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waste_budget_ms: Option<u64>,

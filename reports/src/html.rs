@@ -491,7 +491,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
                 let at = *received_ns;
                 let t = at.saturating_sub(t0) as f64 / 1e9;
                 match &event.kind {
-                    EventKind::Acquired { token, fence } => {
+                    EventKind::Acquired { token, fence, .. } => {
                         if let Some((from, tok)) = open.remove(node.as_str()) {
                             intervals.push((lane, from, at, tok, "released"));
                         }

@@ -35,6 +35,7 @@ fn header(expected: Option<&str>) -> Header {
         started_ns: 0,
         audit_after: 0,
         renew_ms: None,
+        ttl_ms: None,
         waste_budget_ms: None,
         node_command: None,
     }
@@ -170,9 +171,10 @@ fn a_clean_history_passes_every_property() {
     let r = check(&h);
     assert_eq!(r.verdict, Verdict::Pass, "{r:#?}");
     for p in &r.properties {
-        // No node lost ownership in this history, so stickiness has nothing to judge; and no
-        // waste budget is declared; no node event, so no holder to judge for its renewals.
-        let na = ["sticky_loss", "keeps_renewing", "bounded_waste"].contains(&p.name.as_str());
+        // This history holds audit records only: no node event, so no acquisition to judge (its
+        // end, its validity, its renewals); and no waste budget is declared.
+        let na = ["sticky_loss", "acquisitions_end", "within_validity", "keeps_renewing", "bounded_waste"]
+            .contains(&p.name.as_str());
         let want = if na { PropertyStatus::NotApplicable } else { PropertyStatus::Held };
         assert_eq!(p.status, want, "{p:?}");
     }
@@ -219,8 +221,9 @@ fn acting_after_reporting_a_loss_violates_sticky_loss() {
     let lost = |h: H| {
         h.event("n1", EventKind::OwnershipLost { token: token("n1", 1), reason: "expired".into(), checkpoint: None })
     };
-    let call = EventKind::StoreCallSent { token: token("n1", 1), fence: 1, op: StoreOp::Upsert, call: 9 };
-    let pass = EventKind::CheckpointPassed { token: token("n1", 1), number: 7 };
+    let call =
+        EventKind::StoreCallSent { token: token("n1", 1), fence: 1, op: StoreOp::Upsert, call: 9, decided_ns: None };
+    let pass = EventKind::CheckpointPassed { token: token("n1", 1), number: 7, decided_ns: None };
     assert_eq!(status(&lost(H::new()).event("n1", call.clone()).end(), "sticky_loss"), PropertyStatus::Violated);
     assert_eq!(status(&lost(H::new()).event("n1", pass.clone()).end(), "sticky_loss"), PropertyStatus::Violated);
     assert_eq!(
@@ -228,7 +231,8 @@ fn acting_after_reporting_a_loss_violates_sticky_loss() {
         PropertyStatus::NotApplicable
     );
     // Another acquisition (another token) may act after an older one was lost.
-    let next = EventKind::StoreCallSent { token: token("n1", 2), fence: 2, op: StoreOp::Upsert, call: 10 };
+    let next =
+        EventKind::StoreCallSent { token: token("n1", 2), fence: 2, op: StoreOp::Upsert, call: 10, decided_ns: None };
     assert_eq!(status(&lost(H::new()).event("n1", next).end(), "sticky_loss"), PropertyStatus::Held);
 }
 
@@ -394,8 +398,8 @@ fn wasteful(budget: Option<u64>, paused: bool) -> Vec<HistoryLine> {
         header.waste_budget_ms = budget;
     }
     let mut h = h
-        .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1 })
-        .event("n2", EventKind::Acquired { token: token("n2", 2), fence: 2 });
+        .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1, sent_ns: None })
+        .event("n2", EventKind::Acquired { token: token("n2", 2), fence: 2, sent_ns: None });
     if paused {
         h = h.fault_of("pause", 1, FaultPhase::Requested);
     }
@@ -403,7 +407,9 @@ fn wasteful(budget: Option<u64>, paused: bool) -> Vec<HistoryLine> {
     if paused {
         h = h.fault_of("pause", 1, FaultPhase::Healed);
     }
-    h.event("n1", EventKind::ModelCall { token: token("n1", 1), batch: 1, ms: 20 }).round("n2", 2).end()
+    h.event("n1", EventKind::ModelCall { token: token("n1", 1), batch: 1, ms: 20, decided_ns: None })
+        .round("n2", 2)
+        .end()
 }
 
 #[test]
@@ -424,10 +430,10 @@ fn racing_reports(n2_fence: u64) -> Vec<HistoryLine> {
     if let HistoryLine::Header(header) = &mut h.lines[0] {
         header.waste_budget_ms = Some(100);
     }
-    h.event("n3", EventKind::Acquired { token: token("n3", 3), fence: 3 })
-        .event("n2", EventKind::Acquired { token: token("n2", n2_fence), fence: n2_fence })
+    h.event("n3", EventKind::Acquired { token: token("n3", 3), fence: 3, sent_ns: None })
+        .event("n2", EventKind::Acquired { token: token("n2", n2_fence), fence: n2_fence, sent_ns: None })
         .wait(300)
-        .event("n3", EventKind::ModelCall { token: token("n3", 3), batch: 0, ms: 300 })
+        .event("n3", EventKind::ModelCall { token: token("n3", 3), batch: 0, ms: 300, decided_ns: None })
         .end()
 }
 
@@ -442,12 +448,21 @@ fn racing_acquisition_reports_are_ordered_by_the_lease_fence() {
 #[test]
 fn work_after_a_successor_acquired_is_wasted_and_measured() {
     let h = H::new()
-        .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1 })
+        .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1, sent_ns: None })
         .observe(Some(&token("n1", 1)))
-        .event("n2", EventKind::Acquired { token: token("n2", 2), fence: 2 })
-        .event("n1", EventKind::ModelCall { token: token("n1", 1), batch: 1, ms: 20 })
+        .event("n2", EventKind::Acquired { token: token("n2", 2), fence: 2, sent_ns: None })
+        .event("n1", EventKind::ModelCall { token: token("n1", 1), batch: 1, ms: 20, decided_ns: None })
         .wait(50)
-        .event("n1", EventKind::StoreCallSent { token: token("n1", 1), fence: 1, op: StoreOp::Upsert, call: 3 })
+        .event(
+            "n1",
+            EventKind::StoreCallSent {
+                token: token("n1", 1),
+                fence: 1,
+                op: StoreOp::Upsert,
+                call: 3,
+                decided_ns: None,
+            },
+        )
         .event("n1", EventKind::RoundAborted { token: token("n1", 1), lost: true, reason: "held_by_other".into() })
         .round("n2", 2)
         .end();
@@ -460,14 +475,14 @@ fn work_after_a_successor_acquired_is_wasted_and_measured() {
 #[test]
 fn a_write_landing_while_another_owned_is_counted_and_an_absent_key_is_not_another_owner() {
     let h = H::new()
-        .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1 })
+        .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1, sent_ns: None })
         .observe(Some(&token("n1", 1)))
         .write("n1", 1, StoreOp::CreateCollection, "c1", true)
         .observe(None)
         .write("n1", 1, StoreOp::Upsert, "c1", true)
         .observe(Some(&token("n2", 2)))
         .write("n1", 1, StoreOp::Upsert, "c1", true)
-        .event("n3", EventKind::Acquired { token: token("n3", 3), fence: 3 })
+        .event("n3", EventKind::Acquired { token: token("n3", 3), fence: 3, sent_ns: None })
         .observe(None)
         .write("n1", 1, StoreOp::Upsert, "c1", true)
         .end();
@@ -569,14 +584,17 @@ mod against_a_brute_force_reference {
 fn renewals_then(recorded: bool, between: impl FnOnce(H) -> H) -> Vec<HistoryLine> {
     let t = token("n1", 1);
     let mut h = if recorded { H::renewing_every(100) } else { H::new() };
-    h = h.event("n1", EventKind::Acquired { token: t.clone(), fence: 1 });
+    h = h.event("n1", EventKind::Acquired { token: t.clone(), fence: 1, sent_ns: None });
     for _ in 0..4 {
-        h = h.wait(99).event("n1", EventKind::Renewed { token: t.clone() });
-        h = h.event("n1", EventKind::CheckpointPassed { token: t.clone(), number: 2 });
+        h = h.wait(99).event("n1", EventKind::Renewed { token: t.clone(), sent_ns: None });
+        h = h.event("n1", EventKind::CheckpointPassed { token: t.clone(), number: 2, decided_ns: None });
     }
     h = between(h).wait(280);
-    h.event("n1", EventKind::CheckpointPassed { token: t.clone(), number: 7 })
-        .event("n1", EventKind::StoreCallSent { token: t, fence: 1, op: StoreOp::PersistRecord, call: 1 })
+    h.event("n1", EventKind::CheckpointPassed { token: t.clone(), number: 7, decided_ns: None })
+        .event(
+            "n1",
+            EventKind::StoreCallSent { token: t, fence: 1, op: StoreOp::PersistRecord, call: 1, decided_ns: None },
+        )
         .end()
 }
 
@@ -615,8 +633,13 @@ fn a_renewal_redis_may_not_answer_excuses_the_lag_and_a_renewing_holder_holds() 
     // Working 250 ms after the last renewal is within 2.5 intervals; 251 is not.
     let within = |ms: u64| {
         let t = token("n1", 1);
-        let h = H::renewing_every(100).event("n1", EventKind::Acquired { token: t.clone(), fence: 1 }).wait(ms - 1);
-        status(&h.event("n1", EventKind::ModelCall { token: t, batch: 0, ms: 50 }).end(), "keeps_renewing")
+        let h = H::renewing_every(100)
+            .event("n1", EventKind::Acquired { token: t.clone(), fence: 1, sent_ns: None })
+            .wait(ms - 1);
+        status(
+            &h.event("n1", EventKind::ModelCall { token: t, batch: 0, ms: 50, decided_ns: None }).end(),
+            "keeps_renewing",
+        )
     };
     assert_eq!(within(250), PropertyStatus::Held);
     assert_eq!(within(251), PropertyStatus::Violated);

@@ -39,7 +39,8 @@ impl Bench {
 
     fn config(&self, node: &str, sync_points: Vec<u8>) -> NodeConfig {
         NodeConfig {
-            protocol: 1,
+            protocol: leasequake_reports::history::PROTOCOL_VERSION_MIN,
+            protocol_max: Some(leasequake_reports::history::PROTOCOL_VERSION),
             node: node.into(),
             incarnation: 1,
             tenant: "t1".into(),

@@ -1,8 +1,18 @@
 #!/usr/bin/env python3
 """A second, minimal node, written from docs/node-protocol.md alone: proof that the protocol is
 enough to plug another implementation into the harness. Needs redis-py (scripts/deps installs it
-in target/python-node-venv). Logs go to stderr; stdout carries protocol events only."""
+in target/python-node-venv). Logs go to stderr; stdout carries protocol events only.
 
+A correct lease, as the reference node is: validity counts from the send time of the newest
+confirmed acquire or renewal (less a drift margin) on the monotonic clock; a loss (reported by a
+check, a failed renewal, or the validity running out) cancels the work in flight at once and for
+good; every decision (a checkpoint passed, a store call sent, a model call started) reads the clock
+and checks the loss under the lease's lock, and reports that reading as `decided_ns` (protocol 2).
+
+`--bug NAME` turns it into one of the buggy implementations the checker's tests run (BUGS below):
+each is one realistic mistake, the rest of the node unchanged."""
+
+import argparse
 import http.client
 import json
 import os
@@ -31,12 +41,25 @@ return 0
 NAMES = {1: "after-prepare", 2: "between-batches", 3: "before-create", 4: "after-create",
          5: "before-switch", 6: "after-switch", 7: "before-persist"}
 
+PROTOCOL = 2
+BUGS = {
+    "release-then-write": "drops the previous live collection after releasing the lease",
+    "leaked-watchdog": "an aborted round leaves its renewal running and its lease unreleased",
+    "validity-from-reply": "counts its validity from when a reply arrived, not when it was sent",
+    "no-deadline": "has no local validity deadline: only checks and renewals end ownership",
+}
+BUG = None
+
 out_lock = threading.Lock()
 state = {"round": 0}
 
 
+def now_ns():
+    return time.monotonic_ns()
+
+
 def emit(kind, **fields):
-    event = {"mono_ns": time.monotonic_ns(), "round": state["round"], "type": kind, **fields}
+    event = {"mono_ns": now_ns(), "round": state["round"], "type": kind, **fields}
     with out_lock:
         sys.stdout.write(json.dumps(event) + "\n")
         sys.stdout.flush()
@@ -47,16 +70,29 @@ class Lost(Exception):
 
 
 class Lease:
-    """One acquisition: renewal thread, sticky loss, checkpoints, release."""
+    """One acquisition: renewal thread, local validity, sticky loss, checkpoints, release."""
 
-    def __init__(self, r, cfg, token, fence, stall):
+    def __init__(self, r, cfg, token, fence, stall, sent_ns, answered_ns):
         self.r, self.cfg, self.token, self.fence, self.stall = r, cfg, token, fence, stall
         prefix = "leasequake:{%s}" % cfg["tenant"]
         self.key = prefix + ":lease"
+        lease = cfg["lease"]
+        self.ttl_ns = lease["ttl_ms"] * 1_000_000
+        self.renew_ns = lease["renew_ms"] * 1_000_000
+        self.margin_ns = self.ttl_ns // 100 + 2_000_000  # clock drift, as the reference lease
+        # Validity counts from the send of the newest confirmed write (the bug: from its reply).
+        self.confirmed_ns = answered_ns if BUG == "validity-from-reply" else sent_ns
+        self.acquire_sent_ns = sent_ns
         self.lost = None  # sticky: the first reason, never cleared
-        self.lock = threading.Lock()
+        self.lost_event = threading.Event()
+        self.lock = threading.RLock()
         self.stop = threading.Event()
         threading.Thread(target=self.renew_loop, daemon=True).start()
+
+    def deadline_ns(self):
+        if BUG == "no-deadline":
+            return float("inf")
+        return self.confirmed_ns + self.ttl_ns - self.margin_ns
 
     def lose(self, reason, checkpoint=None):
         # Set and announced under the lock: an event emitted under it while not lost comes first.
@@ -64,16 +100,50 @@ class Lease:
             if self.lost is not None:
                 return
             self.lost = reason
+            self.lost_event.set()
             emit("ownership_lost", token=self.token, reason=reason, checkpoint=checkpoint)
 
+    def decide(self, checkpoint=None):
+        """A decision: reads the clock, then (under the lock) the loss and the validity. Returns
+        the reading; raises Lost once ownership is lost or the validity has run out. Call with
+        the lock held, and emit the decision's event before releasing it."""
+        decided = now_ns()
+        if self.lost is not None:
+            raise Lost(self.lost)
+        if decided >= self.deadline_ns():
+            self.lose("expired", checkpoint)
+            raise Lost("expired")
+        return decided
+
+    def wait(self, seconds):
+        """Work that a loss, or the validity running out, cancels at once."""
+        end = now_ns() + int(seconds * 1e9)
+        while True:
+            now = now_ns()
+            if self.lost is not None:
+                raise Lost(self.lost)
+            if now >= end:
+                return
+            deadline = self.deadline_ns()
+            if now >= deadline:
+                with self.lock:
+                    self.decide()  # raises Lost("expired"), unless a renewal just moved the deadline
+                continue
+            if self.lost_event.wait((min(end, deadline) - now) / 1e9):
+                raise Lost(self.lost)
+
     def renew_loop(self):
-        ttl, every = self.cfg["lease"]["ttl_ms"], self.cfg["lease"]["renew_ms"] / 1000
-        while not self.stop.wait(every):
+        ttl = self.cfg["lease"]["ttl_ms"]
+        while not self.stop.wait(max(0, self.confirmed_ns + self.renew_ns - now_ns()) / 1e9):
             stall = self.stall.get("ms", 0)
             if stall:
                 self.stall["ms"] = 0
                 time.sleep(stall / 1000)
+            sent = now_ns()  # read before the loss: a loss from here on is stamped later
             if self.stop.is_set() or self.lost is not None:
+                return
+            if sent >= self.deadline_ns():
+                self.lose("expired")
                 return
             try:
                 ok = self.r.eval(RENEW, 1, self.key, self.token, ttl)
@@ -81,14 +151,23 @@ class Lease:
                 self.lose("renewal_failed")
                 print("renewal failed: %s" % type(e).__name__, file=sys.stderr)
                 return
-            if ok != 1:
-                self.lose("renewal_rejected")
-                return
-            emit("renewed", token=self.token)
+            answered = now_ns()
+            with self.lock:
+                if self.lost is not None or self.stop.is_set():
+                    return  # lost or released while in flight: the answer no longer matters
+                if ok != 1:
+                    self.lose("renewal_rejected")
+                    return
+                if answered >= self.deadline_ns():
+                    self.lose("renewal_late")
+                    return
+                base = answered if BUG == "validity-from-reply" else sent
+                self.confirmed_ns = max(self.confirmed_ns, base)
+                emit("renewed", token=self.token, sent_ns=sent)
 
     def ensure_owned(self, n):
-        if self.lost is not None:  # first line: sticky
-            raise Lost(self.lost)
+        with self.lock:
+            self.decide(n)
         try:
             holder = self.r.get(self.key)
         except redis.RedisError:
@@ -124,6 +203,7 @@ class Node:
         self.slow_model_ms = 0
         self.pending_sync = None
         self.rng = random.Random(cfg["seed"])
+        self.cleanup_after_release = None
 
     def poll(self, block_s=0.0):
         """Handles commands; returns the checkpoint of a `go`, if one came."""
@@ -148,10 +228,11 @@ class Node:
         while not self.stopped:
             token = "%s/%s/%s/%s" % (self.cfg["node"], self.cfg["incarnation"], self.seq, self.nonce)
             self.seq += 1
+            sent = now_ns()
             try:
                 won, value = self.r.eval(ACQUIRE, 2, prefix + ":lease", prefix + ":fence", token, lease["ttl_ms"])
                 if won == 1:
-                    return Lease(self.r, self.cfg, token, value, self.stall)
+                    return Lease(self.r, self.cfg, token, value, self.stall, sent, now_ns())
                 reason = "held by another node for %s ms" % value
             except redis.RedisError as e:
                 reason = "redis error: %s" % type(e).__name__
@@ -166,10 +247,9 @@ class Node:
         call = self.call
         body = json.dumps({"tenant": self.cfg["tenant"], "node": self.cfg["node"], "token": lease.token,
                            "fence": fence, "call": call, "collection": collection, "points": points})
-        with lease.lock:  # a node that knows it lost starts no store call
-            if lease.lost is not None:
-                raise Lost(lease.lost)
-            emit("store_call_sent", token=lease.token, fence=fence, op=op, call=call)
+        with lease.lock:  # a node that lost, or whose validity ran out, starts no store call
+            decided = lease.decide()
+            emit("store_call_sent", token=lease.token, fence=fence, op=op, call=call, decided_ns=decided)
         self.hold()
         host, port = self.cfg["store_addr"].rsplit(":", 1)
         path = {"begin_epoch": "epoch", "create_collection": "create", "upsert": "upsert",
@@ -200,10 +280,12 @@ class Node:
                 emit("checkpoint_failed", token=lease.token, number=n, reason=str(lost))
                 raise
             with lease.lock:  # a loss right after the check makes it a failed check
-                if lease.lost is not None:
-                    emit("checkpoint_failed", token=lease.token, number=n, reason=lease.lost)
-                    raise Lost(lease.lost)
-                emit("checkpoint_passed", token=lease.token, number=n)
+                try:
+                    decided = lease.decide(n)
+                except Lost as lost:
+                    emit("checkpoint_failed", token=lease.token, number=n, reason=str(lost))
+                    raise
+                emit("checkpoint_passed", token=lease.token, number=n, decided_ns=decided)
         if n in p["sync_points"]:
             self.pending_sync = (n, lease.token)
 
@@ -226,14 +308,20 @@ class Node:
         if self.cfg["fence_source"] == "store":
             fence = self.store(lease, "begin_epoch", 0)["fence"]
         self.pending_sync = None
-        time.sleep(p["prepare_ms"] / 1000)
+        lease.wait(p["prepare_ms"] / 1000)
         self.checkpoint(lease, 1)
         for batch in range(p["batches"]):
             self.hold()
-            began = time.monotonic()
             self.poll()
-            time.sleep((p["embed_ms"] + self.slow_model_ms) / 1000)
-            emit("model_call", token=lease.token, batch=batch, ms=int((time.monotonic() - began) * 1000))
+            with lease.lock:  # new work starts only while the lease is valid
+                decided = lease.decide()
+            began = time.monotonic()
+            lease.wait((p["embed_ms"] + self.slow_model_ms) / 1000)
+            ms = int((time.monotonic() - began) * 1000)
+            with lease.lock:  # a call the loss cancelled is not reported as finished
+                if lease.lost is not None:
+                    raise Lost(lease.lost)
+                emit("model_call", token=lease.token, batch=batch, ms=ms, decided_ns=decided)
             if batch + 1 < p["batches"]:
                 self.checkpoint(lease, 2)
         self.checkpoint(lease, 3)
@@ -254,8 +342,10 @@ class Node:
         self.checkpoint(lease, 6)
         self.checkpoint(lease, 7)
         self.store(lease, "persist_record", fence, name)
-        if view["alias"] and view["alias"] != name:
-            self.store(lease, "drop_collection", fence, view["alias"], tolerate=(404, 409))
+        old = view["alias"] if view["alias"] and view["alias"] != name else None
+        if old and BUG != "release-then-write":
+            self.store(lease, "drop_collection", fence, old, tolerate=(404, 409))
+        self.cleanup_after_release = old if BUG == "release-then-write" else None
         return name
 
     def run(self):
@@ -265,7 +355,8 @@ class Node:
             lease = self.acquire()
             if lease is None:
                 continue
-            emit("acquired", token=lease.token, fence=lease.fence)
+            emit("acquired", token=lease.token, fence=lease.fence, sent_ns=lease.acquire_sent_ns)
+            self.cleanup_after_release = None
             try:
                 name = self.round(lease)
                 emit("sync_finished", token=lease.token, fence=lease.fence, collection=name)
@@ -273,19 +364,55 @@ class Node:
                 emit("round_aborted", token=lease.token, lost=True, reason=str(lost))
             except (RuntimeError, OSError, ValueError, redis.RedisError) as e:
                 emit("round_aborted", token=lease.token, lost=False, reason=str(e))
+                if BUG == "leaked-watchdog":
+                    continue  # the bug: the abort path forgets the lease (and its renewal thread)
             emit("released", token=lease.token, outcome=lease.release())
+            if self.cleanup_after_release:
+                self.drop_after_release(lease, self.cleanup_after_release)
             self.poll(self.cfg["pipeline"]["pause_ms"] / 1000)
+
+    def drop_after_release(self, lease, collection):
+        """The release-then-write bug: cleanup that runs after the lease was released, as if the
+        node still held it (it writes without deciding: the decision is the missing check)."""
+        self.call += 1
+        emit("store_call_sent", token=lease.token, fence=lease.fence, op="drop_collection", call=self.call,
+             decided_ns=now_ns())
+        body = json.dumps({"tenant": self.cfg["tenant"], "node": self.cfg["node"], "token": lease.token,
+                           "fence": lease.fence, "call": self.call, "collection": collection, "points": 0})
+        host, port = self.cfg["store_addr"].rsplit(":", 1)
+        try:
+            conn = http.client.HTTPConnection(host, int(port), timeout=self.cfg["pipeline"]["store_timeout_ms"] / 1000)
+            conn.request("POST", "/v1/drop", body, {"content-type": "application/json"})
+            resp = conn.getresponse()
+            status = resp.status
+            resp.read()
+        except (OSError, http.client.HTTPException) as e:
+            emit("store_call_unknown", token=lease.token, call=self.call, detail=type(e).__name__)
+            return
+        if status == 200:
+            emit("store_call_acked", token=lease.token, call=self.call)
+        else:
+            emit("store_call_rejected", token=lease.token, call=self.call, reason=str(status))
 
 
 def main():
+    global BUG
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bug", choices=sorted(BUGS), help="run one of the buggy implementations")
+    BUG = parser.parse_args().bug
     first = sys.stdin.readline()
     if not first:
         return 2
     cfg = json.loads(first)
-    if cfg.get("type") != "config" or cfg.get("protocol") != 1:
-        emit("error", message="expected a protocol 1 config line")
+    # The harness offers a range of versions: `protocol` (oldest) to `protocol_max` (newest).
+    offered = range(cfg.get("protocol", 0), cfg.get("protocol_max", cfg.get("protocol", 0)) + 1)
+    if cfg.get("type") != "config" or PROTOCOL not in offered:
+        emit("error", message="expected a config line offering protocol %d" % PROTOCOL)
         return 2
-    emit("hello", protocol=1, implementation="python-node 0.1 (redis-py %s)" % redis.__version__)
+    name = "python-node 0.2 (redis-py %s)" % redis.__version__
+    if BUG:
+        name += " (bug: %s)" % BUG
+    emit("hello", protocol=PROTOCOL, implementation=name)
     commands = queue.Queue(maxsize=256)
 
     def read_stdin():
