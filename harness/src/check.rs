@@ -296,7 +296,7 @@ fn keeps_renewing(
     let excused = |node: &str, from: u64, to: u64| {
         faults.windows.iter().any(|(a, b, f)| {
             let holds_renewal = match f.fault.as_str() {
-                "pause" | "stall_renewal" => f.target == node,
+                "pause" | "stall_renewal" | "slow_redis" => f.target == node,
                 "partition" => f.target == node && !reset_only.contains(&f.id),
                 "failover" | "redis_restart" | "pause_writes" => true,
                 _ => false,

@@ -30,7 +30,7 @@ use crate::error::HarnessError;
 use crate::history::{write, write_atomically, HISTORY_FILE, VERDICTS_FILE};
 use crate::image::{ensure, resolve, ImageSpec};
 use crate::progress::Progress;
-use crate::scenario::{Fault, FaultKind, Link, Mode, Scenario, Trigger};
+use crate::scenario::{Direction, Fault, FaultKind, Link, Mode, Scenario, Trigger};
 use crate::supervisor::{NodeHandle, NodeProcess, Received};
 
 /// The schedule as executed, in each run directory (what `leasequake repro` replays).
@@ -508,16 +508,11 @@ async fn drive(
                     },
                 };
                 let Ok(ev) = &r.line else { continue };
-                let trigger = match ev.kind {
-                    EventKind::SyncPoint { number, .. } => Trigger::Checkpoint(number),
-                    EventKind::Acquired { .. } => Trigger::Acquired,
-                    _ => continue,
-                };
                 let hit = {
                     let mut a = armed.lock().unwrap_or_else(PoisonError::into_inner);
-                    let k = a
-                        .iter()
-                        .position(|(_, t, target)| *t == trigger && target.as_deref().is_none_or(|n| n == r.node));
+                    let k = a.iter().position(|(_, t, target)| {
+                        t.fired_by(&ev.kind) && target.as_deref().is_none_or(|n| n == r.node)
+                    });
                     k.map(|k| a.remove(k).0)
                 };
                 if let Some(i) = hit {
@@ -526,7 +521,7 @@ async fn drive(
                         let _ = tokio::time::timeout(Duration::from_secs(10), done_rx).await;
                     }
                 }
-                if let Trigger::Checkpoint(n) = trigger {
+                if let EventKind::SyncPoint { number: n, .. } = ev.kind {
                     let h = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&node_index(&r.node)).cloned();
                     if let Some(h) = h {
                         let _ = h.send(NodeCommand::Go { checkpoint: n });
@@ -553,6 +548,8 @@ async fn drive(
                 "link": f.link.map(|l| format!("{l:?}").to_lowercase()),
                 "mode": f.mode.map(|m| format!("{m:?}").to_lowercase()),
                 "latency_ms": f.latency_ms,
+                "jitter_ms": f.jitter_ms,
+                "direction": f.direction,
                 "follow_ms": f.follow_ms,
                 "never_follow": f.never_follow,
                 "follow_ms_by_node": f.follow_ms_by_node,
@@ -882,6 +879,55 @@ async fn probe(port: u16) -> &'static str {
     }
 }
 
+/// The streams a `slow_redis` delays.
+fn slow_redis_streams(f: &Fault) -> &'static [Stream] {
+    match f.direction.unwrap_or(Direction::Replies) {
+        Direction::Replies => &[Stream::Downstream],
+        Direction::Requests => &[Stream::Upstream],
+        Direction::Both => &[Stream::Upstream, Stream::Downstream],
+    }
+}
+
+fn slow_redis_toxic(id: u64, stream: usize) -> String {
+    format!("{}-{stream}", toxic_name(id))
+}
+
+/// `slow_redis`: latency on one node's Redis link, verified by timing a PING through that very
+/// link (the node's own connections carry the same toxics): at least the latency less the jitter,
+/// once per delayed direction.
+async fn apply_slow_redis(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (latency, jitter) = (f.latency_ms.unwrap_or(0), f.jitter_ms.unwrap_or(0));
+    let streams = slow_redis_streams(f);
+    let name = format!("n{index}-redis");
+    for (k, stream) in streams.iter().enumerate() {
+        let toxic = ToxicSpec::latency(*stream, latency, jitter).named(slow_redis_toxic(id, k));
+        ctx.proxy.add_toxic(&name, &toxic).await.map_err(|e| e.to_string())?;
+    }
+    let ways = streams.len() as u64;
+    let floor = latency.saturating_sub(jitter).saturating_mul(ways);
+    let limit = Duration::from_millis(latency.saturating_add(jitter).saturating_mul(ways).saturating_add(2000));
+    let port = ctx.env.proxy_ports[2 * (index as usize - 1)];
+    let t = Instant::now();
+    let answer = tokio::time::timeout(limit, async {
+        let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        c.write_all(b"PING\r\n").await?;
+        let mut buf = [0u8; 64];
+        c.read(&mut buf).await
+    })
+    .await;
+    let took = t.elapsed().as_millis() as u64;
+    match answer {
+        Ok(Ok(n)) if n > 0 && took >= floor => Ok(format!(
+            "{name}: a PING through it answered after {took} ms (latency {latency} ± {jitter} ms, {ways} way(s))"
+        )),
+        Ok(Ok(n)) if n > 0 => Err(format!("{name}: a PING through it answered after {took} ms, under {floor} ms")),
+        Ok(Ok(_)) => Err(format!("{name}: the probe's connection closed without an answer")),
+        Ok(Err(e)) => Err(format!("{name}: the probe failed: {e}")),
+        Err(_) => Err(format!("{name}: no answer to the probe within {} ms", limit.as_millis())),
+    }
+}
+
 /// The name of fault `id`'s toxics, so overlapping faults on one proxy stay apart.
 fn toxic_name(id: u64) -> String {
     format!("fault-{id}")
@@ -891,6 +937,7 @@ fn toxic_name(id: u64) -> String {
 async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&NodeHandle>) -> Result<String, String> {
     let (proxy, env) = (&ctx.proxy, ctx.env);
     match f.kind {
+        FaultKind::SlowRedis => apply_slow_redis(ctx, id, f, index).await,
         FaultKind::Partition => {
             let blackhole = f.mode == Some(Mode::Blackhole);
             let mut seen = Vec::new();
@@ -1400,6 +1447,12 @@ async fn heal(
                 Ok(()) => "the old primary is back (Sentinel demotes it to a replica within seconds)".into(),
                 Err(e) => format!("bringing the old primary back failed: {e}"),
             }
+        }
+        FaultKind::SlowRedis => {
+            for (k, _) in slow_redis_streams(&a.fault).iter().enumerate() {
+                let _ = proxy.remove_toxic(&format!("n{}-redis", a.index), &slow_redis_toxic(a.id, k)).await;
+            }
+            "toxics removed".into()
         }
         FaultKind::SlowStore | FaultKind::FailingStore => {
             for i in 1..=ctx.s.nodes.count {

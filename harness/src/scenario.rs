@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use leasequake_reports::history::{ExpectedFailure, FenceSource, StorePolicy};
+use leasequake_reports::history::{EventKind, ExpectedFailure, FenceSource, StoreOp, StorePolicy};
 use serde::Deserialize;
 
 /// A scenario file's problem: where, which field, what is wrong.
@@ -205,6 +205,10 @@ pub enum FaultKind {
     /// Move the primary's wall clock by `jump_ms` (forward: positive; back: negative) for
     /// `duration_s`; Redis expires keys on it. Healing moves it back (the opposite jump).
     ClockJump,
+    /// Latency (`latency_ms`, ± `jitter_ms`) on one node's link to Redis, on its replies
+    /// (`direction = "replies"`, the default), its requests, or both: a slow reply shortens the
+    /// node's validity, it must not extend it.
+    SlowRedis,
 }
 
 impl FaultKind {
@@ -224,6 +228,7 @@ impl FaultKind {
             Self::KeyLoss => "key_loss",
             Self::PauseWrites => "pause_writes",
             Self::ClockJump => "clock_jump",
+            Self::SlowRedis => "slow_redis",
         }
     }
 }
@@ -243,6 +248,18 @@ pub enum Link {
     /// Node <-> store.
     Store,
     /// Both.
+    Both,
+}
+
+/// Which way a link fault acts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Server to node (toxiproxy's `downstream`).
+    Replies,
+    /// Node to server (`upstream`).
+    Requests,
+    /// Both ways.
     Both,
 }
 
@@ -280,6 +297,10 @@ pub struct Fault {
     pub mode: Option<Mode>,
     /// Latency, for slow faults.
     pub latency_ms: Option<u64>,
+    /// `slow_redis`: each delay is `latency_ms` ± up to this much.
+    pub jitter_ms: Option<u64>,
+    /// `slow_redis`: which way the latency acts (`replies`, `requests`, `both`).
+    pub direction: Option<Direction>,
     /// Failover: how long after the promotion the nodes' Redis proxies follow the new primary.
     pub follow_ms: Option<u64>,
     /// Failover: nodes whose Redis proxies never follow (stale clients on the old primary).
@@ -306,13 +327,99 @@ pub struct Fault {
     pub on: Option<String>,
 }
 
-/// When a triggered fault fires.
+/// When a triggered fault fires: right after a node reports an event (`on = "..."`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {
-    /// Right after a node acquires the lease.
-    Acquired,
     /// Right after a node passes checkpoint N (it holds at the sync point until the fault is in).
     Checkpoint(u8),
+    /// Right after a node reports this event (it is not held: the fault follows within ms).
+    Event(EventTrigger),
+}
+
+/// The node events a fault can follow, and the names scenario files give them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventTrigger {
+    /// `acquire_attempt`: a node began an acquire.
+    AcquireAttempt,
+    /// `acquired`: a node acquired the lease.
+    Acquired,
+    /// `renewed`: a renewal was confirmed (the next one is a renewal interval away).
+    Renewed,
+    /// `ownership_lost`: a node reported its loss.
+    OwnershipLost,
+    /// `round_aborted`: a round was cancelled.
+    RoundAborted,
+    /// `released`: a node released the lease.
+    Released,
+    /// `sync_finished`: a round completed.
+    SyncFinished,
+    /// `store_call_sent` or `store_call_sent:OP`: a store call (of that operation) was sent.
+    StoreCallSent(Option<StoreOp>),
+    /// `model_call` or `model_call:N`: a model call (for batch N) finished.
+    ModelCall(Option<u32>),
+}
+
+/// Every trigger name a scenario may use, for error messages and docs.
+pub const TRIGGER_NAMES: &str = "`checkpoint-1` .. `checkpoint-7`, `acquire_attempt`, `acquired`, `renewed`, `ownership_lost`, `round_aborted`, `released`, `sync_finished`, `store_call_sent` (or `store_call_sent:persist_record`, any op), `model_call` (or `model_call:0`, a batch)";
+
+impl Trigger {
+    /// Parses a scenario's `on`.
+    #[must_use]
+    pub fn parse(on: &str) -> Option<Self> {
+        if let Some(n) = on.strip_prefix("checkpoint-") {
+            // Exactly the digits 1..=7: `checkpoint-07` is a typo, not checkpoint 7.
+            return (n.len() == 1)
+                .then(|| n.parse().ok())
+                .flatten()
+                .filter(|n| (1..=7).contains(n))
+                .map(Self::Checkpoint);
+        }
+        let (name, arg) = match on.split_once(':') {
+            Some((name, arg)) => (name, Some(arg)),
+            None => (on, None),
+        };
+        let event = match (name, arg) {
+            ("acquire_attempt", None) => EventTrigger::AcquireAttempt,
+            ("acquired", None) => EventTrigger::Acquired,
+            ("renewed", None) => EventTrigger::Renewed,
+            ("ownership_lost", None) => EventTrigger::OwnershipLost,
+            ("round_aborted", None) => EventTrigger::RoundAborted,
+            ("released", None) => EventTrigger::Released,
+            ("sync_finished", None) => EventTrigger::SyncFinished,
+            ("store_call_sent", None) => EventTrigger::StoreCallSent(None),
+            ("store_call_sent", Some(op)) => {
+                EventTrigger::StoreCallSent(Some(serde_json::from_value(serde_json::Value::from(op)).ok()?))
+            }
+            ("model_call", None) => EventTrigger::ModelCall(None),
+            ("model_call", Some(b)) if !b.is_empty() && b.len() <= 4 && b.bytes().all(|c| c.is_ascii_digit()) => {
+                EventTrigger::ModelCall(Some(b.parse().ok()?))
+            }
+            _ => return None,
+        };
+        Some(Self::Event(event))
+    }
+
+    /// Whether a node's event fires this trigger (a checkpoint trigger fires on its sync point).
+    #[must_use]
+    pub fn fired_by(&self, kind: &EventKind) -> bool {
+        use EventTrigger as E;
+        match (self, kind) {
+            (Self::Checkpoint(n), EventKind::SyncPoint { number, .. }) => n == number,
+            (Self::Event(e), kind) => match (e, kind) {
+                (E::AcquireAttempt, EventKind::AcquireAttempt)
+                | (E::Acquired, EventKind::Acquired { .. })
+                | (E::Renewed, EventKind::Renewed { .. })
+                | (E::OwnershipLost, EventKind::OwnershipLost { .. })
+                | (E::RoundAborted, EventKind::RoundAborted { .. })
+                | (E::Released, EventKind::Released { .. })
+                | (E::SyncFinished, EventKind::SyncFinished { .. }) => true,
+                (E::StoreCallSent(want), EventKind::StoreCallSent { op, .. }) => want.is_none_or(|w| w == *op),
+                (E::ModelCall(want), EventKind::ModelCall { batch, .. }) => want.is_none_or(|w| w == *batch),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
 }
 
 impl Fault {
@@ -338,14 +445,7 @@ impl Fault {
     /// The trigger, if the fault has a valid one.
     #[must_use]
     pub fn trigger(&self) -> Option<Trigger> {
-        match self.on.as_deref()? {
-            "acquired" => Some(Trigger::Acquired),
-            t => t
-                .strip_prefix("checkpoint-")
-                .and_then(|n| n.parse().ok())
-                .filter(|n| (1..=7).contains(n))
-                .map(Trigger::Checkpoint),
-        }
+        Trigger::parse(self.on.as_deref()?)
     }
 }
 
@@ -445,6 +545,8 @@ impl Scenario {
                 mode: partition.then(|| if rng.random_bool(0.5) { Mode::Blackhole } else { Mode::Reset }),
                 latency_ms: matches!(kind, FaultKind::SlowStore | FaultKind::SlowModel)
                     .then(|| rng.random_range(100..=800)),
+                jitter_ms: None,
+                direction: None,
                 follow_ms: None,
                 never_follow: None,
                 follow_ms_by_node: None,
@@ -459,6 +561,32 @@ impl Scenario {
     }
 }
 
+/// The most latency a slow fault may add, ms: beyond it a run is all waiting.
+pub const LATENCY_MS_MAX: u64 = 60_000;
+
+/// `slow_redis`'s own fields: a latency within range, a jitter no larger than it, a node target;
+/// and `jitter_ms` and `direction` belong to it alone.
+fn slow_redis_fields(f: &Fault) -> Result<(), (&'static str, String)> {
+    if f.kind != FaultKind::SlowRedis {
+        if f.jitter_ms.is_some() || f.direction.is_some() {
+            let name = if f.jitter_ms.is_some() { "jitter_ms" } else { "direction" };
+            return Err((name, format!("{name} belongs to slow_redis, not {}", f.kind)));
+        }
+        return Ok(());
+    }
+    let latency = f.latency_ms.unwrap_or(0);
+    if !(1..=LATENCY_MS_MAX).contains(&latency) {
+        return Err(("latency_ms", format!("{latency} is not between 1 and {LATENCY_MS_MAX}")));
+    }
+    if let Some(j) = f.jitter_ms.filter(|j| *j > latency) {
+        return Err(("jitter_ms", format!("{j} is more than latency_ms ({latency}): a delay cannot be negative")));
+    }
+    if f.target.is_none() {
+        return Err(("target", "slow_redis slows one node's link: name a node, `owner` or `non-owner`".into()));
+    }
+    Ok(())
+}
+
 /// One fault of `schedule.json`, as the runner records it.
 #[derive(Deserialize)]
 struct Step {
@@ -469,6 +597,10 @@ struct Step {
     link: Option<Link>,
     mode: Option<Mode>,
     latency_ms: Option<u64>,
+    #[serde(default)]
+    jitter_ms: Option<u64>,
+    #[serde(default)]
+    direction: Option<Direction>,
     follow_ms: Option<u64>,
     never_follow: Option<Vec<String>>,
     #[serde(default)]
@@ -509,6 +641,8 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
             link: st.link,
             mode: st.mode,
             latency_ms: st.latency_ms,
+            jitter_ms: st.jitter_ms,
+            direction: st.direction,
             follow_ms: st.follow_ms,
             never_follow: st.never_follow,
             follow_ms_by_node: st.follow_ms_by_node,
@@ -739,8 +873,13 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 },
             );
         }
-        if matches!(f.kind, FaultKind::SlowStore | FaultKind::SlowModel) && f.latency_ms.is_none() {
-            return bad(&field("latency_ms"), format!("{:?} needs latency_ms", f.kind));
+        if matches!(f.kind, FaultKind::SlowStore | FaultKind::SlowModel | FaultKind::SlowRedis)
+            && f.latency_ms.is_none()
+        {
+            return bad(&field("latency_ms"), format!("{} needs latency_ms", f.kind));
+        }
+        if let Err((name, why)) = slow_redis_fields(f) {
+            return bad(&field(name), why);
         }
         match (f.kind, f.duration_s) {
             (FaultKind::KeyLoss, 0) => {}
@@ -758,10 +897,7 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
         }
         if let Some(on) = &f.on {
             if f.trigger().is_none() {
-                return bad(
-                    &field("on"),
-                    format!("`{on}` is not a trigger: `acquired` or `checkpoint-1` .. `checkpoint-7`"),
-                );
+                return bad(&field("on"), format!("`{on}` is not a trigger: one of {TRIGGER_NAMES}"));
             }
             if f.target.as_deref() == Some("non-owner") {
                 return bad(

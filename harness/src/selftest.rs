@@ -68,7 +68,7 @@ const fn lease_flaw(name: &'static str, scenario: &'static str, expect: &'static
 }
 
 /// The catalogue, in report order.
-pub const CATALOGUE: [Entry; 10] = [
+pub const CATALOGUE: [Entry; 12] = [
     lease_flaw(
         "renew-without-owner-compare",
         "scenarios/selftest/key-lost-sparse-checks-unfenced.toml",
@@ -88,6 +88,12 @@ pub const CATALOGUE: [Entry; 10] = [
         "scenarios/selftest/redis-blip-after-acquire-unfenced.toml",
         "keeps_renewing",
     ),
+    lease_flaw(
+        "validity-from-reply",
+        "scenarios/selftest/renewal-stalled-slow-replies-unfenced.toml",
+        "within_validity",
+    ),
+    lease_flaw("no-local-deadline", "scenarios/selftest/renewal-stalled-slow-replies-unfenced.toml", "within_validity"),
     Entry {
         name: "checkpoints-only-before-persist",
         kind: Kind::ConfigHazard,

@@ -11,6 +11,7 @@ use tracing::{debug, warn};
 use crate::clock::{Clock, Spawn, TokioClock};
 use crate::config::{LeaseConfig, WAIT_SLACK};
 use crate::error::LeaseError;
+use crate::flaw::{self, Flaw};
 use crate::guard::{timed, LeaseGuard, Observer, Shared};
 use crate::ownership::{Ownership, Timing};
 use crate::script::{AcquireReply, LeaseKeys, RedisOps};
@@ -181,17 +182,18 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseClient<C> {
         sent_at: tokio::time::Instant,
     ) -> LeaseGuard<C> {
         let cfg = &self.config;
-        let timing = Timing { ttl: cfg.ttl, renew_interval: cfg.renew_interval(), drift: cfg.drift_margin() };
-        let shared = Shared::new(
-            tenant.to_owned(),
-            keys,
-            token,
-            fence,
-            cfg.clone(),
-            self.clock.clone(),
-            Ownership::acquired(timing, sent_at),
-        )
-        .with_observer(self.observer.clone());
+        let timing = Timing {
+            ttl: cfg.ttl,
+            renew_interval: cfg.renew_interval(),
+            drift: cfg.drift_margin(),
+            no_deadline: flaw::is(cfg.flaw, Flaw::NoLocalDeadline),
+        };
+        let mut ownership = Ownership::acquired(timing, sent_at);
+        if flaw::is(cfg.flaw, Flaw::ValidityFromReply) {
+            ownership = ownership.counted_from(self.clock.now());
+        }
+        let shared = Shared::new(tenant.to_owned(), keys, token, fence, cfg.clone(), self.clock.clone(), ownership)
+            .with_observer(self.observer.clone());
         let handle;
         let spawner: &dyn Spawn = match &self.spawner {
             Some(s) => s.as_ref(),

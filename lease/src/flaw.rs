@@ -27,11 +27,17 @@ pub enum Flaw {
     /// After the first connection error, the renewal task stops for good without marking the lease
     /// lost (as reported against a widely used Java lock library's watchdog after a reconnect).
     RenewalStopsAfterReconnect,
+    /// Validity is counted from when the acquire's or renewal's reply arrived, not from when it was
+    /// sent: a slow reply silently extends the lease past the key's expiry in Redis.
+    ValidityFromReply,
+    /// No local validity deadline: only Redis's answers (a check, a renewal) end ownership, so a
+    /// stalled renewal lets the node work on past the ttl until its next owner check.
+    NoLocalDeadline,
 }
 
 impl Flaw {
     /// Every flaw, in catalogue order.
-    pub const ALL: [Flaw; 7] = [
+    pub const ALL: [Flaw; 9] = [
         Flaw::RenewWithoutOwnerCompare,
         Flaw::ReleaseWithoutOwnerCompare,
         Flaw::NonStickyLoss,
@@ -39,6 +45,8 @@ impl Flaw {
         Flaw::RenewIntervalEqualsTtl,
         Flaw::RenewalErrorsIgnored,
         Flaw::RenewalStopsAfterReconnect,
+        Flaw::ValidityFromReply,
+        Flaw::NoLocalDeadline,
     ];
 
     /// The flaw's stable kebab-case name (used on command lines and in reports).
@@ -52,6 +60,8 @@ impl Flaw {
             Flaw::RenewIntervalEqualsTtl => "renew-interval-equals-ttl",
             Flaw::RenewalErrorsIgnored => "renewal-errors-ignored",
             Flaw::RenewalStopsAfterReconnect => "renewal-stops-after-reconnect",
+            Flaw::ValidityFromReply => "validity-from-reply",
+            Flaw::NoLocalDeadline => "no-local-deadline",
         }
     }
 

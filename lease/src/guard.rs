@@ -468,7 +468,11 @@ async fn renewal<C: ConnectionLike + Clone + Send + Sync + 'static>(s: Arc<Share
         }
         let decision = match shortfall {
             Some(reason) if !ignore => Some(reason),
-            _ => s.state().on_renewal(sent_at, outcome, s.clock.now(), ignore),
+            _ => {
+                // The `ValidityFromReply` flaw counts the confirmed validity from the reply.
+                let basis = if s.flaw(Flaw::ValidityFromReply) { s.clock.now() } else { sent_at };
+                s.state().on_renewal(basis, outcome, s.clock.now(), ignore)
+            }
         };
         match decision {
             None => {

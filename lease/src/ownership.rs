@@ -125,7 +125,12 @@ pub(crate) struct Timing {
     pub ttl: Duration,
     pub renew_interval: Duration,
     pub drift: Duration,
+    /// The `NoLocalDeadline` flaw: the deadline is never reached.
+    pub no_deadline: bool,
 }
+
+/// How far off the `NoLocalDeadline` flaw puts the deadline: never reached in a run.
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// One acquisition's view of its own ownership.
 #[derive(Debug)]
@@ -149,8 +154,17 @@ impl Ownership {
         self.acquire_sent_at
     }
 
+    /// The `ValidityFromReply` flaw: validity counts from `at` (the reply) instead of the send.
+    pub fn counted_from(mut self, at: Instant) -> Self {
+        self.confirmed_sent_at = at;
+        self
+    }
+
     /// Until when we may act as owner without hearing from Redis again.
     pub fn deadline(&self) -> Instant {
+        if self.timing.no_deadline {
+            return self.confirmed_sent_at + NEVER;
+        }
         self.confirmed_sent_at + self.timing.ttl - self.timing.drift
     }
 

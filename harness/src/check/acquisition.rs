@@ -208,13 +208,13 @@ pub(super) fn within_validity(ttl_ms: Option<u64>, nodes: &[NodeLine], faults: &
     for n in nodes {
         let (token, what, decided) = match n.kind {
             EventKind::CheckpointPassed { token, number, decided_ns: Some(d) } => {
-                (token, format!("passed checkpoint {number}"), *d)
+                (token, format!("pass checkpoint {number}"), *d)
             }
             EventKind::StoreCallSent { token, op, call, decided_ns: Some(d), .. } => {
-                (token, format!("sent store call {call} ({op:?})"), *d)
+                (token, format!("send store call {call} ({op:?})"), *d)
             }
             EventKind::ModelCall { token, batch, decided_ns: Some(d), .. } => {
-                (token, format!("started model call {batch}"), *d)
+                (token, format!("start model call {batch}"), *d)
             }
             _ => continue,
         };

@@ -206,3 +206,44 @@ fn the_command_timeout_leaves_room_for_a_loaded_machine_and_stays_below_the_ttl(
     assert_eq!(with_ttl(100), 50, "below the ttl");
     assert_eq!(with_ttl(400), 100);
 }
+
+#[test]
+fn triggers_name_any_node_event_and_refuse_near_misses() {
+    use leasequake_reports::history::{EventKind, StoreOp};
+
+    use super::{EventTrigger, Trigger};
+    let persist =
+        EventKind::StoreCallSent { token: "t".into(), fence: 1, op: StoreOp::PersistRecord, call: 1, decided_ns: None };
+    let upsert =
+        EventKind::StoreCallSent { token: "t".into(), fence: 1, op: StoreOp::Upsert, call: 2, decided_ns: None };
+    let released = EventKind::Released { token: "t".into(), outcome: "deleted".into() };
+    let renewed = EventKind::Renewed { token: "t".into(), sent_ns: None };
+    let model1 = EventKind::ModelCall { token: "t".into(), batch: 1, ms: 20, decided_ns: None };
+    let sync7 = EventKind::SyncPoint { token: "t".into(), number: 7 };
+
+    let t = |on: &str| Trigger::parse(on).unwrap_or_else(|| panic!("`{on}` should parse"));
+    assert_eq!(t("checkpoint-7"), Trigger::Checkpoint(7));
+    assert!(t("checkpoint-7").fired_by(&sync7) && !t("checkpoint-6").fired_by(&sync7));
+    assert_eq!(t("released"), Trigger::Event(EventTrigger::Released));
+    assert!(t("released").fired_by(&released) && !t("released").fired_by(&renewed));
+    assert!(t("renewed").fired_by(&renewed));
+    assert!(t("store_call_sent").fired_by(&persist) && t("store_call_sent").fired_by(&upsert));
+    assert!(t("store_call_sent:persist_record").fired_by(&persist));
+    assert!(!t("store_call_sent:persist_record").fired_by(&upsert));
+    assert!(t("model_call:1").fired_by(&model1) && !t("model_call:0").fired_by(&model1));
+    for bad in [
+        "checkpoint-07",
+        "checkpoint-8",
+        "checkpoint-",
+        "released:1",
+        "store_call_sent:persist",
+        "store_call_sent:",
+        "model_call:x",
+        "model_call:",
+        "model_call:123456",
+        "Released",
+        "sync_point",
+    ] {
+        assert!(Trigger::parse(bad).is_none(), "`{bad}` must be refused");
+    }
+}

@@ -7,7 +7,7 @@ use super::*;
 const MS: Duration = Duration::from_millis(1);
 
 fn timing() -> Timing {
-    Timing { ttl: 3000 * MS, renew_interval: 1000 * MS, drift: 32 * MS }
+    Timing { ttl: 3000 * MS, renew_interval: 1000 * MS, drift: 32 * MS, no_deadline: false }
 }
 
 #[test]

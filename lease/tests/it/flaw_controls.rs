@@ -38,3 +38,13 @@ async fn correct_rejected_renewal_is_reported_as_loss() {
 async fn correct_renewal_reports_or_survives_a_reconnect() {
     assert!(!s::renewal_dies_silently_after_reconnect(config()).await);
 }
+
+#[tokio::test]
+async fn correct_validity_counts_from_the_send() {
+    assert!(!s::validity_counts_from_the_reply(config()).await);
+}
+
+#[tokio::test]
+async fn correct_deadline_ends_within_the_ttl() {
+    assert!(!s::no_deadline_past_the_ttl(config()).await);
+}

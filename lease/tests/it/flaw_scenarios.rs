@@ -109,3 +109,20 @@ pub async fn renewal_dies_silently_after_reconnect(config: LeaseConfig) -> bool 
     .await;
     expired && guard.loss().is_none()
 }
+
+/// Does the guard count its validity from the acquire's reply rather than its send (a deadline
+/// later than the send plus the ttl less the drift margin)?
+pub async fn validity_counts_from_the_reply(config: LeaseConfig) -> bool {
+    let redis = RedisServer::start().unwrap();
+    let (ttl, drift) = (config.ttl(), config.drift_margin());
+    let guard = redis.client("a", config).await.acquire("t").await.unwrap();
+    guard.valid_until() > guard.acquire_sent_at() + ttl - drift
+}
+
+/// Does the guard go on past its ttl with no local deadline (its deadline beyond the ttl)?
+pub async fn no_deadline_past_the_ttl(config: LeaseConfig) -> bool {
+    let redis = RedisServer::start().unwrap();
+    let ttl = config.ttl();
+    let guard = redis.client("a", config).await.acquire("t").await.unwrap();
+    guard.valid_until() > guard.acquire_sent_at() + ttl
+}

@@ -60,3 +60,13 @@ fn every_flaw_has_a_stable_name() {
     }
     assert_eq!(Flaw::from_name("no-such-flaw"), None);
 }
+
+#[tokio::test]
+async fn validity_from_reply_counts_past_the_send() {
+    assert!(s::validity_counts_from_the_reply(config().with_flaw(Flaw::ValidityFromReply)).await);
+}
+
+#[tokio::test]
+async fn no_local_deadline_lets_the_validity_outlive_the_ttl() {
+    assert!(s::no_deadline_past_the_ttl(config().with_flaw(Flaw::NoLocalDeadline)).await);
+}
