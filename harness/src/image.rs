@@ -398,7 +398,7 @@ pub const CLOCK_SHIM_PATH: &str = "/usr/lib/leasequake-clockshim.so";
 pub const CLOCK_OFFSET_FILE: &str = "/data/clock-offset-ms";
 
 /// The clock shim the build compiled, written once into the cache so an image can take it in.
-fn clock_shim() -> Result<PathBuf, HarnessError> {
+pub(crate) fn clock_shim() -> Result<PathBuf, HarnessError> {
     const SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/clockshim.so"));
     let digest: String = Sha256::digest(SHIM).iter().take(6).map(|b| format!("{b:02x}")).collect();
     let path = cache_dir().join(format!("clockshim-{digest}.so"));

@@ -290,11 +290,111 @@ impl Ctx<'_> {
     fn spawn(&self, i: u32, incarnation: u64) -> Result<NodeProcess, HarnessError> {
         let log = self.dir.join("logs").join(format!("n{i}.stderr.log"));
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(log).map_or(Stdio::null(), Stdio::from);
-        let n = NodeProcess::spawn(&self.command, self.node_config(i, incarnation), self.tx.clone(), stderr)?;
+        let env = self.node_env(i)?;
+        let n = NodeProcess::spawn_with_env(
+            &self.command,
+            self.node_config(i, incarnation),
+            self.tx.clone(),
+            stderr,
+            &env,
+        )?;
         n.send(NodeCommand::Start)?;
         info!(node = %format!("n{i}"), incarnation, pid = n.pid(), "node started");
         Ok(n)
     }
+}
+
+impl Ctx<'_> {
+    /// Whether a fault of the schedule moves a node's wall clock.
+    fn moves_node_clocks(&self) -> bool {
+        self.faults.iter().any(|f| f.kind == FaultKind::ClockJump && f.target.is_some())
+    }
+
+    /// Node `i`'s clock offset file (the clock shim's, see harness/clockshim).
+    fn node_clock_file(&self, i: u32) -> PathBuf {
+        self.dir.join("clock").join(format!("n{i}-offset-ms"))
+    }
+
+    /// The environment a node starts with: only when the schedule moves a node's wall clock, the
+    /// clock shim preloaded (after any LD_PRELOAD of the caller's) and the node's own offset file.
+    fn node_env(&self, i: u32) -> Result<Vec<(String, String)>, HarnessError> {
+        if !self.moves_node_clocks() {
+            return Ok(Vec::new());
+        }
+        let shim = crate::image::clock_shim()?;
+        let file = self.node_clock_file(i);
+        if !file.exists() {
+            write_clock_offset(&file, 0).map_err(|e| env_err(format!("cannot create {}: {e}", file.display())))?;
+        }
+        let preload = match std::env::var("LD_PRELOAD") {
+            Ok(p) if !p.is_empty() => format!("{p}:{}", shim.display()),
+            _ => shim.display().to_string(),
+        };
+        Ok(vec![("LD_PRELOAD".into(), preload), ("LEASEQUAKE_CLOCK_FILE".into(), file.display().to_string())])
+    }
+}
+
+/// Writes a clock offset file in place, 64 bytes, never truncating it: the shim reads it through a
+/// shared mapping at any moment, and a file that shrank under the mapping would fault.
+fn write_clock_offset(file: &Path, offset_ms: i64) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let text = format!("{:<64}", format!("{offset_ms:+}"));
+    let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(file)?;
+    f.write_all(text.as_bytes())
+}
+
+/// `clock_jump` on a node: moves its wall clock (CLOCK_REALTIME; monotonic clocks untouched, as
+/// NTP steps do) through the preloaded shim. Verified twice: the shim is mapped in the node's
+/// process (a static binary ignores the preload: not verifiable), and `date` under the same shim
+/// and file reads the jump.
+async fn apply_node_clock(ctx: &Ctx<'_>, f: &Fault, index: u32, node: Option<&NodeHandle>) -> Result<String, String> {
+    let n = node.ok_or("no such node")?;
+    let jump = f.jump_ms.unwrap_or(0);
+    let file = ctx.node_clock_file(index);
+    let shim = crate::image::clock_shim().map_err(|e| e.to_string())?;
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", n.pid())).unwrap_or_default();
+    let shim_name = shim.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    if !maps.contains(&shim_name) {
+        return Err(format!(
+            "{}'s process (pid {}) does not load the clock shim (a static binary, or one that clears LD_PRELOAD): its wall clock cannot be moved",
+            n.node(),
+            n.pid()
+        ));
+    }
+    write_clock_offset(&file, jump).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    let seen = probe_shim_clock(&shim, &file).await?;
+    if (seen - jump).abs() > 1000 {
+        return Err(format!("asked for a {jump:+} ms jump, but `date` under the shim is {seen:+} ms off the host's"));
+    }
+    Ok(format!(
+        "{}'s wall clock moved {jump:+} ms: the shim is mapped in pid {}, and `date` under it is {seen:+} ms off the host's (monotonic clocks untouched)",
+        n.node(),
+        n.pid()
+    ))
+}
+
+/// How far `date` under the clock shim, reading `file`, is from the host's clock, ms.
+async fn probe_shim_clock(shim: &Path, file: &Path) -> Result<i64, String> {
+    let before = unix_ms();
+    let out = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::process::Command::new("date")
+            .arg("+%s%3N")
+            .env("LD_PRELOAD", shim)
+            .env("LEASEQUAKE_CLOCK_FILE", file)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .map_err(|_| "`date` under the shim did not answer within 5 s".to_owned())?
+    .map_err(|e| format!("cannot run `date` under the shim: {e}"))?;
+    let after = unix_ms();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ms: i64 = text.trim().parse().map_err(|_| format!("`date` under the shim printed `{}`", text.trim()))?;
+    Ok(ms - (before + after) / 2)
 }
 
 fn node_command(s: &Scenario, opts: &RunOptions) -> Result<Vec<String>, HarnessError> {
@@ -508,14 +608,17 @@ async fn drive(
                     },
                 };
                 let Ok(ev) = &r.line else { continue };
-                let hit = {
+                // Every fault armed for this event fires on it (a clock step and a stalled
+                // renewal can land right after the same acquire), in the order they were armed.
+                let hits: Vec<usize> = {
                     let mut a = armed.lock().unwrap_or_else(PoisonError::into_inner);
-                    let k = a.iter().position(|(_, t, target)| {
-                        t.fired_by(&ev.kind) && target.as_deref().is_none_or(|n| n == r.node)
-                    });
-                    k.map(|k| a.remove(k).0)
+                    let fires =
+                        |(_, t, target): &Armed| t.fired_by(&ev.kind) && target.as_deref().is_none_or(|n| n == r.node);
+                    let hits = a.iter().filter(|x| fires(x)).map(|x| x.0).collect();
+                    a.retain(|x| !fires(x));
+                    hits
                 };
-                if let Some(i) = hit {
+                for i in hits {
                     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
                     if hit_tx.send((i, r.node.clone(), done_tx)).await.is_ok() {
                         let _ = tokio::time::timeout(Duration::from_secs(10), done_rx).await;
@@ -1064,6 +1167,7 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
             let now = if now.trim().is_empty() { "absent".to_owned() } else { format!("held by {}", now.trim()) };
             Ok(format!("deleted the lease key on redis-primary while {holder} held it; now {now}"))
         }
+        FaultKind::ClockJump if f.target.is_some() => apply_node_clock(ctx, f, index, node).await,
         FaultKind::ClockJump => {
             let jump = f.jump_ms.unwrap_or(0);
             let seen = set_clock_offset(env, jump).await?;
@@ -1415,6 +1519,13 @@ async fn heal(
         },
         FaultKind::RedisRestart => "nothing to undo: the data is gone for good".into(),
         FaultKind::KeyLoss => "nothing to undo: the key is gone".into(),
+        FaultKind::ClockJump if a.fault.target.is_some() => {
+            let file = ctx.node_clock_file(a.index);
+            match write_clock_offset(&file, 0) {
+                Ok(()) => format!("{}'s wall clock set back to the host's", a.target),
+                Err(e) => format!("setting {}'s clock back failed: cannot write {}: {e}", a.target, file.display()),
+            }
+        }
         FaultKind::ClockJump => match set_clock_offset(ctx.env, 0).await {
             Ok(seen) => format!("clock set back to the host's (TIME now {seen:+} ms off)"),
             Err(e) => format!("setting the clock back failed: {e}"),

@@ -561,6 +561,9 @@ impl Scenario {
     }
 }
 
+/// The largest clock jump, ms (a day), forward or back.
+pub const JUMP_MS_MAX: u64 = 86_400_000;
+
 /// The most latency a slow fault may add, ms: beyond it a run is all waiting.
 pub const LATENCY_MS_MAX: u64 = 60_000;
 
@@ -735,8 +738,10 @@ fn line_of(text: &str, field: &str) -> Option<usize> {
 // The properties an expected failure can name are the checker's.
 use crate::check::PROPERTIES;
 
+/// The index of node `n` (exactly `n1` .. `n{count}`: `n01` or `n+1` is not `n1`).
 fn node_index_ok(n: &str, count: u32) -> Option<u32> {
-    n.strip_prefix('n').and_then(|n| n.parse::<u32>().ok()).filter(|i| (1..=count).contains(i))
+    let i = n.strip_prefix('n').and_then(|n| n.parse::<u32>().ok()).filter(|i| (1..=count).contains(i))?;
+    (n == format!("n{i}")).then_some(i)
 }
 
 fn validate(s: &Scenario) -> Result<(), (String, String)> {
@@ -794,12 +799,17 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 )
             }
             (Some(t), true) => {
-                let known = t == "owner"
-                    || t == "non-owner"
-                    || t.strip_prefix('n')
-                        .and_then(|n| n.parse::<u32>().ok())
-                        .is_some_and(|n| (1..=s.nodes.count).contains(&n));
+                let known = t == "owner" || t == "non-owner" || node_index_ok(t, s.nodes.count).is_some();
                 if !known {
+                    return bad(
+                        &field("target"),
+                        format!("`{t}` is not a node of this scenario (n1..n{}) nor owner / non-owner", s.nodes.count),
+                    );
+                }
+            }
+            // A clock jump without a target moves the primary's clock; with one, that node's.
+            (Some(t), false) if f.kind == FaultKind::ClockJump => {
+                if t != "owner" && t != "non-owner" && node_index_ok(t, s.nodes.count).is_none() {
                     return bad(
                         &field("target"),
                         format!("`{t}` is not a node of this scenario (n1..n{}) nor owner / non-owner", s.nodes.count),
@@ -862,6 +872,9 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 &field("unreplicated_acquire"),
                 "only a failover with mode = \"isolate\" can take an acquire on the cut primary".into(),
             );
+        }
+        if let Some(j) = f.jump_ms.filter(|j| *j == 0 || j.unsigned_abs() > JUMP_MS_MAX) {
+            return bad(&field("jump_ms"), format!("{j} is not a jump of 1 to {JUMP_MS_MAX} ms, forward or back"));
         }
         if (f.kind == FaultKind::ClockJump) != f.jump_ms.is_some() {
             return bad(

@@ -97,12 +97,24 @@ impl NodeProcess {
         events: mpsc::Sender<Received>,
         stderr: Stdio,
     ) -> Result<Self, HarnessError> {
+        Self::spawn_with_env(command, config, events, stderr, &[])
+    }
+
+    /// [`NodeProcess::spawn`], with these variables added to the node's environment.
+    pub fn spawn_with_env(
+        command: &[String],
+        config: NodeConfig,
+        events: mpsc::Sender<Received>,
+        stderr: Stdio,
+        env: &[(String, String)],
+    ) -> Result<Self, HarnessError> {
         let node = config.node.clone();
         let incarnation = config.incarnation;
         let failed = |detail: String| HarnessError::NodeProtocol { detail };
         let (program, args) = command.split_first().ok_or_else(|| failed("empty node command".into()))?;
         let mut child = Command::new(program)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

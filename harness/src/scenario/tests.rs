@@ -247,3 +247,38 @@ fn triggers_name_any_node_event_and_refuse_near_misses() {
         assert!(Trigger::parse(bad).is_none(), "`{bad}` must be refused");
     }
 }
+
+#[test]
+fn slow_redis_needs_a_latency_in_range_a_jitter_within_it_and_a_node() {
+    let slow = |extra: &str| OK.replace("kind = \"pause\"", &format!("kind = \"slow_redis\"\n{extra}"));
+    check(&slow("latency_ms = 100\njitter_ms = 20\ndirection = \"both\""), Ok(()));
+    // An error names the field's own line, or the fault's `[[faults]]` line when it is missing.
+    check(&slow(""), Err(("faults[0].latency_ms", Some(16))));
+    check(&slow("latency_ms = 0"), Err(("faults[0].latency_ms", Some(18))));
+    check(&slow("latency_ms = 60001"), Err(("faults[0].latency_ms", Some(18))));
+    check(&slow("latency_ms = 100\njitter_ms = 101"), Err(("faults[0].jitter_ms", Some(19))));
+    let e = parse(Path::new("s.toml"), &slow("latency_ms = 100\ndirection = \"sideways\"")).unwrap_err();
+    assert!(e.message.contains("sideways"), "{e}");
+    // jitter_ms and direction belong to slow_redis alone.
+    check(&OK.replace("kind = \"pause\"", "kind = \"pause\"\njitter_ms = 5"), Err(("faults[0].jitter_ms", Some(18))));
+    check(
+        &OK.replace("kind = \"pause\"", "kind = \"pause\"\ndirection = \"replies\""),
+        Err(("faults[0].direction", Some(18))),
+    );
+}
+
+#[test]
+fn a_clock_jump_moves_the_primary_or_a_named_node_by_a_bounded_nonzero_jump() {
+    let jump = |target: &str, ms: &str| {
+        OK.replace("kind = \"pause\"", &format!("kind = \"clock_jump\"\njump_ms = {ms}"))
+            .replace("target = \"owner\"", target)
+    };
+    check(&jump("", "-10000"), Ok(()));
+    check(&jump("target = \"owner\"", "-10000"), Ok(()));
+    check(&jump("target = \"n2\"", "30000"), Ok(()));
+    check(&jump("target = \"n9\"", "30000"), Err(("faults[0].target", Some(19))));
+    check(&jump("target = \"n01\"", "30000"), Err(("faults[0].target", Some(19))));
+    check(&jump("", "0"), Err(("faults[0].jump_ms", Some(18))));
+    check(&jump("", "86400001"), Err(("faults[0].jump_ms", Some(18))));
+    check(&jump("", "-9223372036854775808"), Err(("faults[0].jump_ms", Some(18))));
+}

@@ -47,6 +47,7 @@ BUGS = {
     "leaked-watchdog": "an aborted round leaves its renewal running and its lease unreleased",
     "validity-from-reply": "counts its validity from when a reply arrived, not when it was sent",
     "no-deadline": "has no local validity deadline: only checks and renewals end ownership",
+    "wall-clock-deadline": "keeps its deadline on the wall clock (time.time()), which NTP can step",
 }
 BUG = None
 
@@ -56,6 +57,12 @@ state = {"round": 0}
 
 def now_ns():
     return time.monotonic_ns()
+
+
+def deadline_clock_ns():
+    """The clock the lease's deadline is kept on: monotonic (the bug: the wall clock). Stamps in
+    events are always monotonic."""
+    return time.time_ns() if BUG == "wall-clock-deadline" else time.monotonic_ns()
 
 
 def emit(kind, **fields):
@@ -72,7 +79,9 @@ class Lost(Exception):
 class Lease:
     """One acquisition: renewal thread, local validity, sticky loss, checkpoints, release."""
 
-    def __init__(self, r, cfg, token, fence, stall, sent_ns, answered_ns):
+    def __init__(self, r, cfg, token, fence, stall, basis, sent_ns):
+        """`basis`: the acquire's (send, reply) on the deadline clock; `sent_ns`: its send's
+        monotonic stamp, the one reported."""
         self.r, self.cfg, self.token, self.fence, self.stall = r, cfg, token, fence, stall
         prefix = "leasequake:{%s}" % cfg["tenant"]
         self.key = prefix + ":lease"
@@ -80,8 +89,10 @@ class Lease:
         self.ttl_ns = lease["ttl_ms"] * 1_000_000
         self.renew_ns = lease["renew_ms"] * 1_000_000
         self.margin_ns = self.ttl_ns // 100 + 2_000_000  # clock drift, as the reference lease
-        # Validity counts from the send of the newest confirmed write (the bug: from its reply).
-        self.confirmed_ns = answered_ns if BUG == "validity-from-reply" else sent_ns
+        # Validity counts from the send of the newest confirmed write (the bug: from its reply),
+        # on the deadline clock; sent_ns is the monotonic stamp reported.
+        sent_at, answered_at = basis
+        self.confirmed_ns = answered_at if BUG == "validity-from-reply" else sent_at
         self.acquire_sent_ns = sent_ns
         self.lost = None  # sticky: the first reason, never cleared
         self.lost_event = threading.Event()
@@ -108,9 +119,10 @@ class Lease:
         the reading; raises Lost once ownership is lost or the validity has run out. Call with
         the lock held, and emit the decision's event before releasing it."""
         decided = now_ns()
+        vnow = deadline_clock_ns()
         if self.lost is not None:
             raise Lost(self.lost)
-        if decided >= self.deadline_ns():
+        if vnow >= self.deadline_ns():
             self.lose("expired", checkpoint)
             raise Lost("expired")
         return decided
@@ -119,30 +131,31 @@ class Lease:
         """Work that a loss, or the validity running out, cancels at once."""
         end = now_ns() + int(seconds * 1e9)
         while True:
-            now = now_ns()
+            now, vnow = now_ns(), deadline_clock_ns()
             if self.lost is not None:
                 raise Lost(self.lost)
             if now >= end:
                 return
             deadline = self.deadline_ns()
-            if now >= deadline:
+            if vnow >= deadline:
                 with self.lock:
                     self.decide()  # raises Lost("expired"), unless a renewal just moved the deadline
                 continue
-            if self.lost_event.wait((min(end, deadline) - now) / 1e9):
+            if self.lost_event.wait(min(end - now, deadline - vnow) / 1e9):
                 raise Lost(self.lost)
 
     def renew_loop(self):
         ttl = self.cfg["lease"]["ttl_ms"]
-        while not self.stop.wait(max(0, self.confirmed_ns + self.renew_ns - now_ns()) / 1e9):
+        while not self.stop.wait(min(max(0, self.confirmed_ns + self.renew_ns - deadline_clock_ns()), self.renew_ns) / 1e9):
             stall = self.stall.get("ms", 0)
             if stall:
                 self.stall["ms"] = 0
                 time.sleep(stall / 1000)
             sent = now_ns()  # read before the loss: a loss from here on is stamped later
+            vsent = deadline_clock_ns()
             if self.stop.is_set() or self.lost is not None:
                 return
-            if sent >= self.deadline_ns():
+            if vsent >= self.deadline_ns():
                 self.lose("expired")
                 return
             try:
@@ -151,17 +164,17 @@ class Lease:
                 self.lose("renewal_failed")
                 print("renewal failed: %s" % type(e).__name__, file=sys.stderr)
                 return
-            answered = now_ns()
+            vanswered = deadline_clock_ns()
             with self.lock:
                 if self.lost is not None or self.stop.is_set():
                     return  # lost or released while in flight: the answer no longer matters
                 if ok != 1:
                     self.lose("renewal_rejected")
                     return
-                if answered >= self.deadline_ns():
+                if vanswered >= self.deadline_ns():
                     self.lose("renewal_late")
                     return
-                base = answered if BUG == "validity-from-reply" else sent
+                base = vanswered if BUG == "validity-from-reply" else vsent
                 self.confirmed_ns = max(self.confirmed_ns, base)
                 emit("renewed", token=self.token, sent_ns=sent)
 
@@ -228,11 +241,11 @@ class Node:
         while not self.stopped:
             token = "%s/%s/%s/%s" % (self.cfg["node"], self.cfg["incarnation"], self.seq, self.nonce)
             self.seq += 1
-            sent = now_ns()
+            sent, vsent = now_ns(), deadline_clock_ns()
             try:
                 won, value = self.r.eval(ACQUIRE, 2, prefix + ":lease", prefix + ":fence", token, lease["ttl_ms"])
                 if won == 1:
-                    return Lease(self.r, self.cfg, token, value, self.stall, sent, now_ns())
+                    return Lease(self.r, self.cfg, token, value, self.stall, (vsent, deadline_clock_ns()), sent)
                 reason = "held by another node for %s ms" % value
             except redis.RedisError as e:
                 reason = "redis error: %s" % type(e).__name__
