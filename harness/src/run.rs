@@ -1031,6 +1031,52 @@ async fn apply_slow_redis(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32) -> Resu
     }
 }
 
+/// How long a connection lives under `lose_replies` before it is cut, ms.
+const LOSE_REPLIES_CUT_MS: u64 = 100;
+
+/// `lose_replies`: a `timeout` toxic on the replies of one node's Redis link (requests pass and
+/// run; replies are dropped; the connection is cut after 100 ms). Verified end to end: a probe
+/// sends `AUTH` and a `SET` of a probe key through that very link, hears nothing, sees the
+/// connection cut, and then finds the key set on the primary: the command ran, its reply was lost.
+async fn apply_lose_replies(ctx: &Ctx<'_>, id: u64, index: u32) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let name = format!("n{index}-redis");
+    let toxic = ToxicSpec::timeout(Stream::Downstream, LOSE_REPLIES_CUT_MS).named(toxic_name(id));
+    ctx.proxy.add_toxic(&name, &toxic).await.map_err(|e| e.to_string())?;
+    let key = format!("leasequake:probe:lose-replies:{id}");
+    let password = ctx.env.redis_password();
+    let request = format!(
+        "*2\r\n$4\r\nAUTH\r\n${}\r\n{password}\r\n*5\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\n1\r\n$2\r\nPX\r\n$5\r\n60000\r\n",
+        password.len(),
+        key.len()
+    );
+    let port = ctx.env.proxy_ports[2 * (index as usize - 1)];
+    let t = Instant::now();
+    let heard = tokio::time::timeout(Duration::from_millis(LOSE_REPLIES_CUT_MS + 2000), async {
+        let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        c.write_all(request.as_bytes()).await?;
+        let mut buf = [0u8; 256];
+        c.read(&mut buf).await
+    })
+    .await;
+    let took = t.elapsed().as_millis();
+    match heard {
+        Ok(Ok(0)) | Ok(Err(_)) => {}
+        Ok(Ok(n)) => return Err(format!("{name}: the probe got a {n}-byte reply through a link that loses replies")),
+        Err(_) => {
+            return Err(format!("{name}: the probe's connection was not cut within {} ms", LOSE_REPLIES_CUT_MS + 2000))
+        }
+    }
+    let got = ctx.env.redis_cli("redis-primary", &["GET", &key]).await.map_err(|e| e.to_string())?;
+    if got.trim() != "1" {
+        return Err(format!("{name}: the probe's SET did not reach Redis (GET answered `{}`)", got.trim()));
+    }
+    let _ = ctx.env.redis_cli("redis-primary", &["DEL", &key]).await;
+    Ok(format!(
+        "{name}: a probe's SET ran on redis-primary, its reply never came, and the connection was cut after {took} ms"
+    ))
+}
+
 /// The name of fault `id`'s toxics, so overlapping faults on one proxy stay apart.
 fn toxic_name(id: u64) -> String {
     format!("fault-{id}")
@@ -1041,6 +1087,7 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
     let (proxy, env) = (&ctx.proxy, ctx.env);
     match f.kind {
         FaultKind::SlowRedis => apply_slow_redis(ctx, id, f, index).await,
+        FaultKind::LoseReplies => apply_lose_replies(ctx, id, index).await,
         FaultKind::Partition => {
             let blackhole = f.mode == Some(Mode::Blackhole);
             let mut seen = Vec::new();
@@ -1558,6 +1605,10 @@ async fn heal(
                 Ok(()) => "the old primary is back (Sentinel demotes it to a replica within seconds)".into(),
                 Err(e) => format!("bringing the old primary back failed: {e}"),
             }
+        }
+        FaultKind::LoseReplies => {
+            let _ = proxy.remove_toxic(&format!("n{}-redis", a.index), &toxic_name(a.id)).await;
+            "toxic removed".into()
         }
         FaultKind::SlowRedis => {
             for (k, _) in slow_redis_streams(&a.fault).iter().enumerate() {

@@ -209,6 +209,11 @@ pub enum FaultKind {
     /// (`direction = "replies"`, the default), its requests, or both: a slow reply shortens the
     /// node's validity, it must not extend it.
     SlowRedis,
+    /// Ambiguous replies on one node's link to Redis: every command the node sends reaches Redis
+    /// and runs, its reply never comes, and each connection is cut 100 ms after the fault reaches
+    /// it (a reconnect lives 100 ms too). Aimed with a trigger (`on = "renewed"`: the next renewal;
+    /// `on = "released"`: the next acquire).
+    LoseReplies,
 }
 
 impl FaultKind {
@@ -229,6 +234,7 @@ impl FaultKind {
             Self::PauseWrites => "pause_writes",
             Self::ClockJump => "clock_jump",
             Self::SlowRedis => "slow_redis",
+            Self::LoseReplies => "lose_replies",
         }
     }
 }
@@ -944,6 +950,7 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                     | FaultKind::KeyLoss
                     | FaultKind::PauseWrites
                     | FaultKind::ClockJump
+                    | FaultKind::SlowRedis
             )
         }) {
             return bad("random.kinds", format!("{k} is not drawn at random (it needs its own mode and timings)"));

@@ -644,3 +644,20 @@ fn a_renewal_redis_may_not_answer_excuses_the_lag_and_a_renewing_holder_holds() 
     assert_eq!(within(250), PropertyStatus::Held);
     assert_eq!(within(251), PropertyStatus::Violated);
 }
+
+#[test]
+fn keeps_renewing_names_a_reported_loss_instead_of_a_silent_watchdog() {
+    let sentence = |h: &[HistoryLine]| {
+        check(h).properties.into_iter().find(|p| p.name == "keeps_renewing").map(|p| p.sentence).unwrap_or_default()
+    };
+    let silent = renewals_then(true, |h| h);
+    assert!(sentence(&silent).contains("its renewals had stopped without a loss"), "{}", sentence(&silent));
+    let lost = renewals_then(true, |h| {
+        h.event(
+            "n1",
+            EventKind::OwnershipLost { token: token("n1", 1), reason: "renewal_failed".into(), checkpoint: None },
+        )
+    });
+    let s = sentence(&lost);
+    assert!(s.contains("it had reported its loss (renewal_failed)") && s.contains("still acted"), "{s}");
+}
