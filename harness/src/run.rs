@@ -30,7 +30,7 @@ use crate::error::HarnessError;
 use crate::history::{write, write_atomically, HISTORY_FILE, VERDICTS_FILE};
 use crate::image::{ensure, resolve, ImageSpec};
 use crate::progress::Progress;
-use crate::scenario::{Direction, Fault, FaultKind, Link, Mode, Scenario, Trigger};
+use crate::scenario::{Direction, Fault, FaultKind, Link, Mode, Observed, Scenario, Trigger};
 use crate::supervisor::{NodeHandle, NodeProcess, Received};
 
 /// The schedule as executed, in each run directory (what `leasequake repro` replays).
@@ -409,6 +409,57 @@ fn node_command(s: &Scenario, opts: &RunOptions) -> Result<Vec<String>, HarnessE
 /// A fault waiting for its trigger: its index, the trigger, the node it waits for (any, if none).
 type Armed = (usize, Trigger, Option<String>);
 
+/// A triggered fault handed to the schedule: its index, the node it hits, and a channel the
+/// schedule answers on once it is applied.
+type Hit = (usize, String, tokio::sync::oneshot::Sender<()>);
+
+/// What a new observer sample shows against the instance's previous one: the primary's key ran
+/// out under its holder (now gone or another's, at or after the moment the previous sample's
+/// PTTL said it would expire: samples are hundreds of ms apart on a loaded machine, so the
+/// sample's own clock decides, not a threshold), or the instance's role changed.
+fn observed(prev: Option<&ObserverSample>, now: &ObserverSample) -> Vec<Observed> {
+    let Some(prev) = prev else { return Vec::new() };
+    let mut seen = Vec::new();
+    if now.instance == "redis-primary" {
+        if let (Some(held), Some(ttl)) = (&prev.holder, prev.ttl_ms.and_then(|t| u64::try_from(t).ok())) {
+            let runs_out_ns = prev.at_ns.saturating_add(ttl.saturating_mul(1_000_000));
+            if runs_out_ns <= now.at_ns && now.holder.as_ref() != Some(held) {
+                let node = held.split('/').next().unwrap_or_default().to_owned();
+                seen.push(Observed::KeyExpired { node });
+            }
+        }
+    }
+    if prev.role.is_some() && now.role.is_some() && prev.role != now.role {
+        seen.push(Observed::RoleChanged { instance: now.instance.clone() });
+    }
+    seen
+}
+
+/// Fires every fault armed for what the observer saw. A fault aimed at a named node hits it; one
+/// aimed at the owner hits the node that held the expired key; one on Redis or the store, its own.
+async fn fire_observed(armed: &Mutex<Vec<Armed>>, seen: &Observed, hits: &mpsc::Sender<Hit>) {
+    let node = match seen {
+        Observed::KeyExpired { node } => node.clone(),
+        Observed::RoleChanged { .. } => String::new(),
+    };
+    let fired: Vec<(usize, String)> = {
+        let mut a = armed.lock().unwrap_or_else(PoisonError::into_inner);
+        let fires = |(_, t, target): &Armed| {
+            t.fired_by_observed(seen) && target.as_deref().is_none_or(|n| node.is_empty() || n == node)
+        };
+        let fired =
+            a.iter().filter(|x| fires(x)).map(|(i, _, target)| (*i, target.clone().unwrap_or(node.clone()))).collect();
+        a.retain(|x| !fires(x));
+        fired
+    };
+    for (i, target) in fired {
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        if hits.send((i, target, done_tx)).await.is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), done_rx).await;
+        }
+    }
+}
+
 /// A fault in effect: what it is, whom it hit.
 struct Applied {
     id: u64,
@@ -529,11 +580,14 @@ async fn drive(
     // that survives cut links and failovers); one loop per instance, so a frozen one (a paused
     // container answers nothing) does not stop the other's samples.
     let stop_observer = CancellationToken::new();
+    // What the observer saw, for the triggers that follow it (`key_expired`, `role_changed`).
+    let (seen_tx, mut seen_rx) = mpsc::channel::<Observed>(64);
     let observer = {
         let key = lease_key(&ctx.tenant);
         let one = |instance: &'static str| {
-            let (lines, stop, key) = (lines.clone(), stop_observer.clone(), key.clone());
+            let (lines, stop, key, seen_tx) = (lines.clone(), stop_observer.clone(), key.clone(), seen_tx.clone());
             async move {
+                let mut prev: Option<ObserverSample> = None;
                 // Bounded by the run (stop).
                 while !stop.is_cancelled() {
                     // One exec per sample (GET, PTTL, ROLE in one redis-cli), stamped when it has
@@ -565,6 +619,13 @@ async fn drive(
                             }),
                         },
                     };
+                    if sample.error.is_none() {
+                        for seen in observed(prev.as_ref(), &sample) {
+                            // A full queue drops the sighting: a trigger then waits for the next.
+                            let _ = seen_tx.try_send(seen);
+                        }
+                        prev = Some(sample.clone());
+                    }
                     push(&lines, HistoryLine::Observer(sample));
                     tokio::select! {
                         () = stop.cancelled() => {}
@@ -574,6 +635,7 @@ async fn drive(
             }
         };
         let (primary, replica) = (one("redis-primary"), one("redis-replica"));
+        drop(seen_tx); // the two loops hold their own
         async move {
             tokio::join!(primary, replica);
         }
@@ -593,7 +655,7 @@ async fn drive(
     // Triggers: a router hears every event; a sync point or an acquire that an armed fault waits
     // for is handed to the schedule, which applies the fault before the node is let go.
     let armed: Arc<Mutex<Vec<Armed>>> = Arc::default();
-    let (hit_tx, mut hit_rx) = mpsc::channel::<(usize, String, tokio::sync::oneshot::Sender<()>)>(16);
+    let (hit_tx, mut hit_rx) = mpsc::channel::<Hit>(16);
     let router = {
         let (armed, handles, stop) = (armed.clone(), handles.clone(), stop_observer.clone());
         async move {
@@ -601,6 +663,10 @@ async fn drive(
             loop {
                 let r = tokio::select! {
                     () = stop.cancelled() => break,
+                    Some(seen) = seen_rx.recv() => {
+                        fire_observed(&armed, &seen, &hit_tx).await;
+                        continue;
+                    }
                     r = router_rx.recv() => match r {
                         Ok(r) => r,
                         Err(broadcast::error::RecvError::Lagged(_)) => continue,
@@ -1655,30 +1721,4 @@ fn follow_delays(f: &Fault, nodes: u32) -> Vec<(String, u64)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_late_heal_extends_the_run_to_the_liveness_bound_and_no_further_than_a_minute() {
-        let t0 = Instant::now();
-        let planned = t0 + Duration::from_secs(9);
-        assert_eq!(run_end(planned, None, 2850), planned, "no fault: the planned end");
-        assert_eq!(run_end(planned, Some(t0 + Duration::from_secs(4)), 2850), planned, "healed in time");
-        let late = t0 + Duration::from_millis(6637);
-        assert_eq!(run_end(planned, Some(late), 2850), late + Duration::from_millis(2850 + 500));
-        let stuck = t0 + Duration::from_secs(300);
-        assert_eq!(run_end(planned, Some(stuck), 2850), planned + Duration::from_secs(60));
-    }
-
-    #[test]
-    fn each_node_follows_a_failover_at_its_own_delay_or_never() {
-        let text = "name = \"f\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 30\n[nodes]\ncount = 4\n\
-                    [lease]\nttl_ms = 1500\n[store]\npolicy = \"enforce\"\nfence_source = \"store\"\n[[faults]]\n\
-                    kind = \"failover\"\nmode = \"pause\"\nat_s = 5\nduration_s = 10\nfollow_ms = 300\n\
-                    never_follow = [\"n1\"]\nfollow_ms_by_node = { n3 = 2500, n4 = 0 }\n";
-        let s = crate::scenario::parse(std::path::Path::new("f.toml"), text).unwrap();
-        let delays = follow_delays(&s.faults[0], 4);
-        let expected = [("n4", 0), ("n2", 300), ("n3", 2500)].map(|(n, d)| (n.to_owned(), d));
-        assert_eq!(delays, expected, "own delays first, follow_ms for the rest, never n1");
-    }
-}
+mod tests;

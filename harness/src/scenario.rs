@@ -333,13 +333,42 @@ pub struct Fault {
     pub on: Option<String>,
 }
 
-/// When a triggered fault fires: right after a node reports an event (`on = "..."`).
+/// When a triggered fault fires: right after a node reports an event, or the observer sees one
+/// (`on = "..."`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {
     /// Right after a node passes checkpoint N (it holds at the sync point until the fault is in).
     Checkpoint(u8),
     /// Right after a node reports this event (it is not held: the fault follows within ms).
     Event(EventTrigger),
+    /// Right after the observer sees this in Redis (within one sample, 250 ms).
+    Observed(ObservedTrigger),
+}
+
+/// What the observer can see that a fault can follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObservedTrigger {
+    /// `key_expired`: the primary's lease key ran out: its holder changed (gone, or another
+    /// token) after the moment its last sample's PTTL said it would expire. A key released or
+    /// overwritten earlier than that did not expire. The node that held it is the one triggering.
+    KeyExpired,
+    /// `role_changed`: a Redis instance's role differs from its previous sample's.
+    RoleChanged,
+}
+
+/// What the observer saw, handed to the triggers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    /// The key of `node`'s acquisition expired on the primary.
+    KeyExpired {
+        /// The node whose token the key held.
+        node: String,
+    },
+    /// An instance's role changed.
+    RoleChanged {
+        /// The instance.
+        instance: String,
+    },
 }
 
 /// The node events a fault can follow, and the names scenario files give them.
@@ -366,7 +395,7 @@ pub enum EventTrigger {
 }
 
 /// Every trigger name a scenario may use, for error messages and docs.
-pub const TRIGGER_NAMES: &str = "`checkpoint-1` .. `checkpoint-7`, `acquire_attempt`, `acquired`, `renewed`, `ownership_lost`, `round_aborted`, `released`, `sync_finished`, `store_call_sent` (or `store_call_sent:persist_record`, any op), `model_call` (or `model_call:0`, a batch)";
+pub const TRIGGER_NAMES: &str = "`checkpoint-1` .. `checkpoint-7`, `key_expired`, `role_changed`, `acquire_attempt`, `acquired`, `renewed`, `ownership_lost`, `round_aborted`, `released`, `sync_finished`, `store_call_sent` (or `store_call_sent:persist_record`, any op), `model_call` (or `model_call:0`, a batch)";
 
 impl Trigger {
     /// Parses a scenario's `on`.
@@ -379,6 +408,11 @@ impl Trigger {
                 .flatten()
                 .filter(|n| (1..=7).contains(n))
                 .map(Self::Checkpoint);
+        }
+        match on {
+            "key_expired" => return Some(Self::Observed(ObservedTrigger::KeyExpired)),
+            "role_changed" => return Some(Self::Observed(ObservedTrigger::RoleChanged)),
+            _ => {}
         }
         let (name, arg) = match on.split_once(':') {
             Some((name, arg)) => (name, Some(arg)),
@@ -403,6 +437,16 @@ impl Trigger {
             _ => return None,
         };
         Some(Self::Event(event))
+    }
+
+    /// Whether something the observer saw fires this trigger.
+    #[must_use]
+    pub fn fired_by_observed(&self, seen: &Observed) -> bool {
+        matches!(
+            (self, seen),
+            (Self::Observed(ObservedTrigger::KeyExpired), Observed::KeyExpired { .. })
+                | (Self::Observed(ObservedTrigger::RoleChanged), Observed::RoleChanged { .. })
+        )
     }
 
     /// Whether a node's event fires this trigger (a checkpoint trigger fires on its sync point).
@@ -922,6 +966,14 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 return bad(
                     &field("target"),
                     "a triggered fault hits the node that triggered it: use `owner` or a node".into(),
+                );
+            }
+            if f.trigger() == Some(Trigger::Observed(ObservedTrigger::RoleChanged))
+                && f.target.as_deref() == Some("owner")
+            {
+                return bad(
+                    &field("target"),
+                    "no node triggers `role_changed`: name a node, or use a fault on Redis or the store".into(),
                 );
             }
         }

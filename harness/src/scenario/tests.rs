@@ -231,6 +231,13 @@ fn triggers_name_any_node_event_and_refuse_near_misses() {
     assert!(t("store_call_sent:persist_record").fired_by(&persist));
     assert!(!t("store_call_sent:persist_record").fired_by(&upsert));
     assert!(t("model_call:1").fired_by(&model1) && !t("model_call:0").fired_by(&model1));
+    use super::{Observed, ObservedTrigger};
+    let expired = Observed::KeyExpired { node: "n1".into() };
+    let role = Observed::RoleChanged { instance: "redis-replica".into() };
+    assert_eq!(t("key_expired"), Trigger::Observed(ObservedTrigger::KeyExpired));
+    assert!(t("key_expired").fired_by_observed(&expired) && !t("key_expired").fired_by_observed(&role));
+    assert!(t("role_changed").fired_by_observed(&role) && !t("role_changed").fired_by(&released));
+    assert!(!t("released").fired_by_observed(&expired), "a node trigger never fires on what the observer saw");
     for bad in [
         "checkpoint-07",
         "checkpoint-8",

@@ -1,0 +1,71 @@
+use leasequake_reports::history::ObserverSample;
+
+use super::{follow_delays, observed, run_end};
+use crate::scenario::Observed;
+use std::time::Duration;
+use std::time::Instant;
+
+const MS: u64 = 1_000_000;
+
+fn sample(instance: &str, at_ms: u64, holder: Option<&str>, ttl_ms: Option<i64>, role: &str) -> ObserverSample {
+    ObserverSample {
+        instance: instance.into(),
+        at_ns: at_ms * MS,
+        holder: holder.map(str::to_owned),
+        ttl_ms,
+        role: Some(role.into()),
+        error: None,
+    }
+}
+
+#[test]
+fn a_key_that_ran_out_under_its_holder_expired_one_released_early_did_not() {
+    let held = sample("redis-primary", 1000, Some("n2/1/7/ab"), Some(593), "master");
+    // Samples 600 ms apart (a loaded machine): gone after its ttl said it would run out.
+    let gone = sample("redis-primary", 1600, None, None, "master");
+    assert_eq!(observed(Some(&held), &gone), vec![Observed::KeyExpired { node: "n2".into() }]);
+    let taken = sample("redis-primary", 1600, Some("n3/1/9/cd"), Some(1490), "master");
+    assert_eq!(observed(Some(&held), &taken), vec![Observed::KeyExpired { node: "n2".into() }]);
+    // Gone before it would have run out: released (or deleted), not expired.
+    let released = sample("redis-primary", 1300, None, None, "master");
+    assert_eq!(observed(Some(&held), &released), vec![]);
+    // Still held (renewed): nothing.
+    let renewed = sample("redis-primary", 1600, Some("n2/1/7/ab"), Some(1400), "master");
+    assert_eq!(observed(Some(&held), &renewed), vec![]);
+    // The replica's copy does not expire on its own clock: only the primary's key counts.
+    let on_replica = sample("redis-replica", 1000, Some("n2/1/7/ab"), Some(593), "slave");
+    assert_eq!(observed(Some(&on_replica), &sample("redis-replica", 1600, None, None, "slave")), vec![]);
+}
+
+#[test]
+fn a_role_that_differs_from_the_previous_sample_changed() {
+    let before = sample("redis-replica", 1000, None, None, "slave");
+    let after = sample("redis-replica", 1250, None, None, "master");
+    assert_eq!(observed(Some(&before), &after), vec![Observed::RoleChanged { instance: "redis-replica".into() }]);
+    assert_eq!(observed(Some(&before), &before.clone()), vec![]);
+    assert_eq!(observed(None, &after), vec![], "a first sample has nothing to differ from");
+}
+
+#[test]
+fn a_late_heal_extends_the_run_to_the_liveness_bound_and_no_further_than_a_minute() {
+    let t0 = Instant::now();
+    let planned = t0 + Duration::from_secs(9);
+    assert_eq!(run_end(planned, None, 2850), planned, "no fault: the planned end");
+    assert_eq!(run_end(planned, Some(t0 + Duration::from_secs(4)), 2850), planned, "healed in time");
+    let late = t0 + Duration::from_millis(6637);
+    assert_eq!(run_end(planned, Some(late), 2850), late + Duration::from_millis(2850 + 500));
+    let stuck = t0 + Duration::from_secs(300);
+    assert_eq!(run_end(planned, Some(stuck), 2850), planned + Duration::from_secs(60));
+}
+
+#[test]
+fn each_node_follows_a_failover_at_its_own_delay_or_never() {
+    let text = "name = \"f\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 30\n[nodes]\ncount = 4\n\
+                [lease]\nttl_ms = 1500\n[store]\npolicy = \"enforce\"\nfence_source = \"store\"\n[[faults]]\n\
+                kind = \"failover\"\nmode = \"pause\"\nat_s = 5\nduration_s = 10\nfollow_ms = 300\n\
+                never_follow = [\"n1\"]\nfollow_ms_by_node = { n3 = 2500, n4 = 0 }\n";
+    let s = crate::scenario::parse(std::path::Path::new("f.toml"), text).unwrap();
+    let delays = follow_delays(&s.faults[0], 4);
+    let expected = [("n4", 0), ("n2", 300), ("n3", 2500)].map(|(n, d)| (n.to_owned(), d));
+    assert_eq!(delays, expected, "own delays first, follow_ms for the rest, never n1");
+}
