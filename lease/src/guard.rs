@@ -242,18 +242,29 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseGuard<C> {
     /// it read the clock at, while ownership is not lost and the local validity holds; marks the
     /// loss (`Expired`) once the validity has run out, even while the renewal task is stalled.
     pub fn still_valid(&self) -> Result<Instant, LeaseError> {
+        self.decide(None).map(|(now, _)| now)
+    }
+
+    /// The first step of every decision: reads the clock, then the sticky loss, then the local
+    /// validity at that reading. The clock comes first: a loss that lands after the check is
+    /// announced after this reading, so no decision is ever stamped after a loss it could have
+    /// seen. Returns the reading and the deadline; marks an `Expired` loss past the deadline.
+    fn decide(&self, checkpoint: Option<&str>) -> Result<(Instant, Instant), LeaseError> {
         let s = &self.shared;
+        let now = s.clock.now();
         let non_sticky = s.flaw(Flaw::NonStickyLoss);
         if s.lost.is_cancelled() && !non_sticky {
             if let Some(loss) = s.loss() {
                 return Err(s.lost_error(loss));
             }
         }
-        let now = s.clock.now();
-        let expired = s.state().check_deadline(now);
+        let (deadline, expired) = {
+            let state = s.state();
+            (state.deadline(), state.check_deadline(now))
+        };
         match expired.filter(|_| !non_sticky && !s.flaw(Flaw::RenewalErrorsIgnored)) {
-            Some(reason) => Err(s.lost_error(s.lose(reason, None))),
-            None => Ok(now),
+            Some(reason) => Err(s.lost_error(s.lose(reason, checkpoint))),
+            None => Ok((now, deadline)),
         }
     }
     /// The sticky loss record, once ownership is lost.
@@ -317,19 +328,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseGuard<C> {
     pub async fn ensure_owned_at(&self, checkpoint: &str) -> Result<Instant, LeaseError> {
         let s = &self.shared;
         let non_sticky = s.flaw(Flaw::NonStickyLoss);
-        if s.lost.is_cancelled() && !non_sticky {
-            if let Some(loss) = s.loss() {
-                return Err(s.lost_error(loss));
-            }
-        }
-        let now = s.clock.now();
-        let (deadline, expired) = {
-            let state = s.state();
-            (state.deadline(), state.check_deadline(now))
-        };
-        if let Some(reason) = expired.filter(|_| !non_sticky && !s.flaw(Flaw::RenewalErrorsIgnored)) {
-            return Err(s.lost_error(s.lose(reason, Some(checkpoint))));
-        }
+        let (now, deadline) = self.decide(Some(checkpoint))?;
         let budget = if non_sticky {
             s.config.command_timeout
         } else {

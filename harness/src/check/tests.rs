@@ -15,7 +15,7 @@ struct H {
     t: u64,
 }
 
-fn header(expected: Option<&str>) -> Header {
+pub(super) fn header(expected: Option<&str>) -> Header {
     Header {
         version: 1,
         run_id: "r".into(),

@@ -1,6 +1,4 @@
-use leasequake_reports::history::{
-    EventKind, FenceSource, Header, HistoryLine, NodeEvent, Snapshot, StoreOp, StorePolicy, HISTORY_VERSION,
-};
+use leasequake_reports::history::{EventKind, HistoryLine, NodeEvent, Snapshot, StoreOp, HISTORY_VERSION};
 use leasequake_reports::{PropertyResult, PropertyStatus};
 
 use crate::check::check;
@@ -15,25 +13,13 @@ struct H {
 
 impl H {
     fn new(ttl_ms: Option<u64>) -> Self {
-        let header = Header {
-            version: HISTORY_VERSION,
-            run_id: "r".into(),
-            scenario: "s".into(),
-            seed: 1,
-            tenant: "t".into(),
-            policy: StorePolicy::Enforce,
-            fence_source: FenceSource::Redis,
-            expected: None,
-            liveness_bound_ms: 60_000,
-            node_silence_ms: 60_000,
-            observer_gap_ms: 60_000,
-            started_ns: 0,
-            audit_after: 0,
-            renew_ms: Some(30),
-            ttl_ms,
-            waste_budget_ms: None,
-            node_command: None,
-        };
+        let mut header = crate::check::tests::header(None);
+        header.version = HISTORY_VERSION;
+        header.liveness_bound_ms = 60_000;
+        header.node_silence_ms = 60_000;
+        header.observer_gap_ms = 60_000;
+        header.renew_ms = Some(30);
+        header.ttl_ms = ttl_ms;
         Self { lines: vec![HistoryLine::Header(header)] }
     }
     fn at(self, ms: u64, kind: EventKind) -> Self {
