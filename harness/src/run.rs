@@ -413,16 +413,19 @@ type Armed = (usize, Trigger, Option<String>);
 /// schedule answers on once it is applied.
 type Hit = (usize, String, tokio::sync::oneshot::Sender<()>);
 
-/// What a new observer sample shows against the instance's previous one: the primary's key ran
-/// out under its holder (now gone or another's, at or after the moment the previous sample's
-/// PTTL said it would expire: samples are hundreds of ms apart on a loaded machine, so the
-/// sample's own clock decides, not a threshold), or the instance's role changed.
-fn observed(prev: Option<&ObserverSample>, now: &ObserverSample) -> Vec<Observed> {
-    let Some(prev) = prev else { return Vec::new() };
+/// What a new observer sample shows against the instance's previous one (with when that one's
+/// exec began): the primary's key ran out under its holder, or the instance's role changed. Ran
+/// out: now gone or another's, and answered at or after the earliest moment the previous PTTL
+/// allows for the run-out (its GET ran after its exec began: exec start + PTTL). Samples are
+/// hundreds of ms apart and an exec takes up to hundreds on a loaded machine, so the clock
+/// readings decide, not a threshold; a lease that releases at its own deadline, a few ms before
+/// its key would run out, counts as expired too. A release a renewal interval early does not.
+fn observed(prev: Option<(&ObserverSample, u64)>, now: &ObserverSample) -> Vec<Observed> {
+    let Some((prev, prev_began_ns)) = prev else { return Vec::new() };
     let mut seen = Vec::new();
     if now.instance == "redis-primary" {
         if let (Some(held), Some(ttl)) = (&prev.holder, prev.ttl_ms.and_then(|t| u64::try_from(t).ok())) {
-            let runs_out_ns = prev.at_ns.saturating_add(ttl.saturating_mul(1_000_000));
+            let runs_out_ns = prev_began_ns.saturating_add(ttl.saturating_mul(1_000_000));
             if runs_out_ns <= now.at_ns && now.holder.as_ref() != Some(held) {
                 let node = held.split('/').next().unwrap_or_default().to_owned();
                 seen.push(Observed::KeyExpired { node });
@@ -587,9 +590,11 @@ async fn drive(
         let one = |instance: &'static str| {
             let (lines, stop, key, seen_tx) = (lines.clone(), stop_observer.clone(), key.clone(), seen_tx.clone());
             async move {
-                let mut prev: Option<ObserverSample> = None;
+                // The previous good sample, with when its exec began (its GET ran after that).
+                let mut prev: Option<(ObserverSample, u64)> = None;
                 // Bounded by the run (stop).
                 while !stop.is_cancelled() {
+                    let began_ns = mono_ns();
                     // One exec per sample (GET, PTTL, ROLE in one redis-cli), stamped when it has
                     // answered: the holder was seen at or before then.
                     let out = env.redis_cli_batch(instance, &format!("GET {key}\nPTTL {key}\nROLE\n")).await;
@@ -620,11 +625,11 @@ async fn drive(
                         },
                     };
                     if sample.error.is_none() {
-                        for seen in observed(prev.as_ref(), &sample) {
+                        for seen in observed(prev.as_ref().map(|(p, b)| (p, *b)), &sample) {
                             // A full queue drops the sighting: a trigger then waits for the next.
                             let _ = seen_tx.try_send(seen);
                         }
-                        prev = Some(sample.clone());
+                        prev = Some((sample.clone(), began_ns));
                     }
                     push(&lines, HistoryLine::Observer(sample));
                     tokio::select! {

@@ -20,29 +20,38 @@ fn sample(instance: &str, at_ms: u64, holder: Option<&str>, ttl_ms: Option<i64>,
 
 #[test]
 fn a_key_that_ran_out_under_its_holder_expired_one_released_early_did_not() {
+    // The previous sample's exec began at 900 ms and answered at 1000 ms: PTTL 593 ms, so the key
+    // runs out at 1493 ms at the earliest.
     let held = sample("redis-primary", 1000, Some("n2/1/7/ab"), Some(593), "master");
-    // Samples 600 ms apart (a loaded machine): gone after its ttl said it would run out.
+    let prev = Some((&held, 900 * MS));
+    // Samples 600 ms apart (a loaded machine): gone by an answer after the earliest run-out.
     let gone = sample("redis-primary", 1600, None, None, "master");
-    assert_eq!(observed(Some(&held), &gone), vec![Observed::KeyExpired { node: "n2".into() }]);
+    assert_eq!(observed(prev, &gone), vec![Observed::KeyExpired { node: "n2".into() }]);
     let taken = sample("redis-primary", 1600, Some("n3/1/9/cd"), Some(1490), "master");
-    assert_eq!(observed(Some(&held), &taken), vec![Observed::KeyExpired { node: "n2".into() }]);
-    // Gone before it would have run out: released (or deleted), not expired.
+    assert_eq!(observed(prev, &taken), vec![Observed::KeyExpired { node: "n2".into() }]);
+    // Released at its deadline, 17 ms before its key would run out, and seen gone by a sample
+    // answered at 1550 ms (before exec start + PTTL from the answer's stamp, 1593 ms): expired.
+    let at_deadline = sample("redis-primary", 1550, None, None, "master");
+    assert_eq!(observed(prev, &at_deadline), vec![Observed::KeyExpired { node: "n2".into() }]);
+    // Gone long before it could have run out: released (or deleted), not expired.
     let released = sample("redis-primary", 1300, None, None, "master");
-    assert_eq!(observed(Some(&held), &released), vec![]);
+    assert_eq!(observed(prev, &released), vec![]);
     // Still held (renewed): nothing.
     let renewed = sample("redis-primary", 1600, Some("n2/1/7/ab"), Some(1400), "master");
-    assert_eq!(observed(Some(&held), &renewed), vec![]);
+    assert_eq!(observed(prev, &renewed), vec![]);
     // The replica's copy does not expire on its own clock: only the primary's key counts.
     let on_replica = sample("redis-replica", 1000, Some("n2/1/7/ab"), Some(593), "slave");
-    assert_eq!(observed(Some(&on_replica), &sample("redis-replica", 1600, None, None, "slave")), vec![]);
+    let after = sample("redis-replica", 1600, None, None, "slave");
+    assert_eq!(observed(Some((&on_replica, 900 * MS)), &after), vec![]);
 }
 
 #[test]
 fn a_role_that_differs_from_the_previous_sample_changed() {
     let before = sample("redis-replica", 1000, None, None, "slave");
     let after = sample("redis-replica", 1250, None, None, "master");
-    assert_eq!(observed(Some(&before), &after), vec![Observed::RoleChanged { instance: "redis-replica".into() }]);
-    assert_eq!(observed(Some(&before), &before.clone()), vec![]);
+    let prev = Some((&before, 900 * MS));
+    assert_eq!(observed(prev, &after), vec![Observed::RoleChanged { instance: "redis-replica".into() }]);
+    assert_eq!(observed(prev, &before.clone()), vec![]);
     assert_eq!(observed(None, &after), vec![], "a first sample has nothing to differ from");
 }
 
