@@ -737,10 +737,12 @@ async fn drive(
             }));
         };
         let bound_ms = s.liveness_bound_ms();
-        // (at ms, order: 0 heal, 1 expire, 2 apply or arm, fault index)
+        // (at ms, order: 0 heal, 1 expire, 2 arm, 3 apply, fault index). At one instant, triggers
+        // are armed before faults are applied: an apply can take seconds (a failover waits for the
+        // promotion), and a trigger armed after it would miss the very event it waits for.
         let mut steps: BinaryHeap<Reverse<(u64, u8, usize)>> = BinaryHeap::new();
         for (i, f) in faults.iter().enumerate() {
-            steps.push(Reverse((f.at_ms(), 2, i)));
+            steps.push(Reverse((f.at_ms(), if f.trigger().is_some() { 2 } else { 3 }, i)));
             if f.trigger().is_none() {
                 steps.push(Reverse((f.at_ms() + f.duration_ms(), 0, i)));
             }
