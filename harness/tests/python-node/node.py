@@ -147,10 +147,11 @@ class Lease:
     def renew_loop(self):
         ttl = self.cfg["lease"]["ttl_ms"]
         while not self.stop.wait(min(max(0, self.confirmed_ns + self.renew_ns - deadline_clock_ns()), self.renew_ns) / 1e9):
-            stall = self.stall.get("ms", 0)
-            if stall:
-                self.stall["ms"] = 0
-                time.sleep(stall / 1000)
+            # A stall blocks renewal from when its command arrived until it ends, whichever lease
+            # holds then; one that ended before this lease's turn is not carried over to it.
+            left = self.stall.get("until_ns", 0) - now_ns()
+            if left > 0:
+                time.sleep(left / 1e9)
             sent = now_ns()  # read before the loss: a loss from here on is stamped later
             vsent = deadline_clock_ns()
             if self.stop.is_set() or self.lost is not None:
@@ -228,7 +229,7 @@ class Node:
         if kind == "stop" or kind == "eof":
             self.stopped = True
         elif kind == "stall_renewal":
-            self.stall["ms"] = cmd["ms"]
+            self.stall["until_ns"] = now_ns() + cmd["ms"] * 1_000_000
         elif kind == "slow_model":
             self.slow_model_ms = cmd["ms"]
         elif kind == "go":
