@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use acquisition::Ends;
 use leasequake_reports::history::{
     AuditRecord, EventKind, FaultEvent, FaultPhase, Header, HistoryLine, ObserverSample, Snapshot, StoreOp,
     HISTORY_VERSION, HISTORY_VERSION_MIN,
@@ -176,10 +177,12 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
     let (stale, anomaly) = fencing(&audit, &windows);
     properties.push(stale);
     properties.push(anomaly);
-    properties.push(acquisition::sticky_loss(&nodes, &windows));
-    properties.push(acquisition::acquisitions_end(&nodes, &windows));
+    // How each acquisition ended, by its node's own report: read by three properties.
+    let ends = acquisition::ends(&nodes);
+    properties.push(acquisition::sticky_loss(&nodes, &ends, &windows));
+    properties.push(acquisition::acquisitions_end(&nodes, &ends, &windows));
     properties.push(acquisition::within_validity(header.and_then(|h| h.ttl_ms), &nodes, &windows));
-    properties.push(keeps_renewing(header.and_then(|h| h.renew_ms), &nodes, &faults, &windows));
+    properties.push(keeps_renewing(header.and_then(|h| h.renew_ms), &nodes, &ends, &faults, &windows));
     properties.push(single_writer(&audit, &windows));
     properties.push(cleanup(&audit, snapshot, &windows));
     let live = liveness(header, &audit, &faults, end_ns);
@@ -277,6 +280,8 @@ const RENEWAL_LAG_HALVES: u64 = 5;
 fn keeps_renewing(
     recorded_renew_ms: Option<u64>,
     nodes: &[NodeLine],
+    // How each acquisition ended: an act after the node's own report of the end is explained by it.
+    ends: &Ends,
     fault_events: &[&FaultEvent],
     faults: &Faults,
 ) -> PropertyResult {
@@ -304,8 +309,6 @@ fn keeps_renewing(
             holds_renewal && *a <= to && from <= *b
         })
     };
-    // An act after the node's own report of the end is explained by that report.
-    let ends = acquisition::ends(nodes);
     // (node, token) -> (last renewal or acquisition, already reported)
     let mut last: HashMap<(&str, &str), (u64, bool)> = HashMap::new();
     let mut judged = 0u64;

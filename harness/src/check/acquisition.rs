@@ -25,6 +25,9 @@ fn node_evidence(label: &str, n: &NodeLine, token: &str, what: String, at_ns: u6
     Evidence { label: label.into(), seq: None, node: n.node.into(), token: token.into(), fence: 0, what, at_ns }
 }
 
+/// Every acquisition's end, by (node, token).
+pub(super) type Ends<'a> = HashMap<(&'a str, &'a str), End>;
+
 /// How an acquisition ended, as its node reported it.
 #[derive(Clone)]
 pub(super) struct End {
@@ -40,7 +43,7 @@ fn ms_between(from_ns: u64, to_ns: u64) -> u64 {
 
 /// The end of every acquisition (node, token): the first `ownership_lost` or `released`, by the
 /// node's own stamp.
-pub(super) fn ends<'a>(nodes: &[NodeLine<'a>]) -> HashMap<(&'a str, &'a str), End> {
+pub(super) fn ends<'a>(nodes: &[NodeLine<'a>]) -> Ends<'a> {
     let mut ends: HashMap<(&str, &str), End> = HashMap::new();
     for n in nodes {
         let (token, what) = match n.kind {
@@ -64,9 +67,8 @@ pub(super) fn ends<'a>(nodes: &[NodeLine<'a>]) -> HashMap<(&'a str, &'a str), En
 /// passed, no store call sent, no model call started, no renewal sent. A renewal's send stamp
 /// decides (protocol 2); without one, one renewal answered after the end may have been in flight,
 /// a second cannot have been.
-pub(super) fn sticky_loss(nodes: &[NodeLine], faults: &Faults) -> PropertyResult {
+pub(super) fn sticky_loss(nodes: &[NodeLine], ends: &Ends, faults: &Faults) -> PropertyResult {
     let mut judge = Judge::new("sticky_loss");
-    let ends = ends(nodes);
     let mut late_renewals: HashMap<(&str, &str), u32> = HashMap::new();
     for n in nodes {
         let (token, what, at) = match n.kind {
@@ -114,9 +116,8 @@ pub(super) fn sticky_loss(nodes: &[NodeLine], faults: &Faults) -> PropertyResult
 /// Every acquisition ends (a release or a reported loss) before the same incarnation begins its
 /// next acquire, acquires again, or says `stopped`. An incarnation that vanished (crashed, killed)
 /// ends its acquisitions with it and is not judged at its end.
-pub(super) fn acquisitions_end(nodes: &[NodeLine], faults: &Faults) -> PropertyResult {
+pub(super) fn acquisitions_end(nodes: &[NodeLine], ends: &Ends, faults: &Faults) -> PropertyResult {
     let mut judge = Judge::new("acquisitions_end");
-    let ends = ends(nodes);
     let mut by_incarnation: BTreeMap<(&str, u64), Vec<&NodeLine>> = BTreeMap::new();
     for n in nodes {
         by_incarnation.entry((n.node, n.incarnation)).or_default().push(n);
