@@ -442,17 +442,22 @@ fn observed(prev: Option<(&ObserverSample, u64)>, now: &ObserverSample) -> Vec<O
 /// aimed at the owner hits the node that held the expired key; one on Redis or the store, its own.
 async fn fire_observed(armed: &Mutex<Vec<Armed>>, seen: &Observed, hits: &mpsc::Sender<Hit>) {
     let node = match seen {
-        Observed::KeyExpired { node } => node.clone(),
-        Observed::RoleChanged { .. } => String::new(),
+        Observed::KeyExpired { node } => node.as_str(),
+        Observed::RoleChanged { .. } => "",
     };
+    fire(armed, hits, |t| t.fired_by_observed(seen), node).await;
+}
+
+/// Fires, in the order they were armed, every armed fault whose trigger `fires` and whose named
+/// target is `node` (any, when no node triggered), handing each to the schedule and waiting (at
+/// most 10 s) until it is applied. A fault without a named target hits `node`.
+async fn fire(armed: &Mutex<Vec<Armed>>, hits: &mpsc::Sender<Hit>, fires: impl Fn(&Trigger) -> bool, node: &str) {
     let fired: Vec<(usize, String)> = {
         let mut a = armed.lock().unwrap_or_else(PoisonError::into_inner);
-        let fires = |(_, t, target): &Armed| {
-            t.fired_by_observed(seen) && target.as_deref().is_none_or(|n| node.is_empty() || n == node)
-        };
+        let hit = |(_, t, target): &Armed| fires(t) && target.as_deref().is_none_or(|n| node.is_empty() || n == node);
         let fired =
-            a.iter().filter(|x| fires(x)).map(|(i, _, target)| (*i, target.clone().unwrap_or(node.clone()))).collect();
-        a.retain(|x| !fires(x));
+            a.iter().filter(|x| hit(x)).map(|(i, _, target)| (*i, target.clone().unwrap_or(node.to_owned()))).collect();
+        a.retain(|x| !hit(x));
         fired
     };
     for (i, target) in fired {
@@ -681,20 +686,7 @@ async fn drive(
                 let Ok(ev) = &r.line else { continue };
                 // Every fault armed for this event fires on it (a clock step and a stalled
                 // renewal can land right after the same acquire), in the order they were armed.
-                let hits: Vec<usize> = {
-                    let mut a = armed.lock().unwrap_or_else(PoisonError::into_inner);
-                    let fires =
-                        |(_, t, target): &Armed| t.fired_by(&ev.kind) && target.as_deref().is_none_or(|n| n == r.node);
-                    let hits = a.iter().filter(|x| fires(x)).map(|x| x.0).collect();
-                    a.retain(|x| !fires(x));
-                    hits
-                };
-                for i in hits {
-                    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-                    if hit_tx.send((i, r.node.clone(), done_tx)).await.is_ok() {
-                        let _ = tokio::time::timeout(Duration::from_secs(10), done_rx).await;
-                    }
-                }
+                fire(&armed, &hit_tx, |t| t.fired_by(&ev.kind), &r.node).await;
                 if let EventKind::SyncPoint { number: n, .. } = ev.kind {
                     let h = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&node_index(&r.node)).cloned();
                     if let Some(h) = h {
