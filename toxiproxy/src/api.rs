@@ -11,9 +11,10 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, USER_AGENT};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
@@ -27,10 +28,20 @@ pub const API_VERSION: &str = "2.12.0";
 const BODY_LIMIT: usize = 1 << 20;
 /// Requests that take longer than this are answered with 503 (Toxiproxy uses 25 s).
 const HANDLER_TIMEOUT: Duration = Duration::from_secs(25);
+/// A request's headers must arrive within this, and its body within this after them; an idle
+/// kept-alive connection is closed after it too.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// The most API connections open at once: past it a new connection is closed at once, so clients
+/// holding half-sent requests cannot lock the API out (the read timeout frees their places).
+pub const MAX_API_CONNECTIONS: usize = 256;
 
 /// Serves the API on `listener` until `cancel` fires, then stops every proxy.
 pub async fn serve(listener: TcpListener, collection: Arc<Collection>, cancel: CancellationToken) {
+    if let Ok(addr) = listener.local_addr() {
+        collection.serving_at(&addr.to_string());
+    }
     let conns = TaskTracker::new();
+    let places = Arc::new(Semaphore::new(MAX_API_CONNECTIONS));
     loop {
         let (stream, peer) = tokio::select! {
             () = cancel.cancelled() => break,
@@ -39,11 +50,20 @@ pub async fn serve(listener: TcpListener, collection: Arc<Collection>, cancel: C
                 Err(e) => { warn!(error = %e, "api accept failed"); tokio::time::sleep(Duration::from_millis(10)).await; continue; }
             },
         };
+        let Ok(place) = places.clone().try_acquire_owned() else {
+            warn!(%peer, limit = MAX_API_CONNECTIONS, "api connection refused: too many open");
+            drop(stream);
+            continue;
+        };
         let collection = collection.clone();
         let stop = cancel.clone();
         conns.spawn(async move {
+            let _place = place;
             let service = hyper::service::service_fn(move |req| handle(collection.clone(), req, peer));
-            let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
             tokio::select! {
                 r = conn.as_mut() => if let Err(e) = r { debug!(error = %e, "api connection ended with an error") },
@@ -66,9 +86,12 @@ async fn handle(
     if req.headers().get(USER_AGENT).and_then(|v| v.to_str().ok()).is_some_and(|ua| ua.starts_with("Mozilla/")) {
         return Ok(text(StatusCode::FORBIDDEN, "User agent not allowed\n"));
     }
-    let body = match Limited::new(req.into_body(), BODY_LIMIT).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Ok(error(&ApiError::BadRequestBody(e.to_string()))),
+    let body = match tokio::time::timeout(READ_TIMEOUT, Limited::new(req.into_body(), BODY_LIMIT).collect()).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) => return Ok(error(&ApiError::BadRequestBody(e.to_string()))),
+        Err(_) => {
+            return Ok(error(&ApiError::BadRequestBody(format!("the body did not arrive within {READ_TIMEOUT:?}"))))
+        }
     };
     let answer = tokio::time::timeout(HANDLER_TIMEOUT, route(&collection, &method, &path, &body)).await;
     let response = match answer {

@@ -22,6 +22,10 @@ use crate::toxic::Toxic;
 /// How long stopping a proxy waits for its connections to close.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
+/// The most connections one proxy holds open at once: past it a new client is closed at once.
+/// Bounds what a proxy pointed at itself (or at another proxy pointed back) can take.
+pub const MAX_LINKS: usize = 1024;
+
 struct Running {
     cancel: CancellationToken,
     accept: JoinHandle<()>,
@@ -179,6 +183,10 @@ async fn accept_loop(
             a = listener.accept() => a,
         };
         match accepted {
+            Ok((client, peer)) if links.len() >= MAX_LINKS => {
+                warn!(%peer, limit = MAX_LINKS, "connection refused: the proxy holds too many");
+                drop(client);
+            }
             Ok((client, _)) => {
                 let seed = seeds.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
                 links.spawn(link::serve(client, upstream.clone(), toxics.clone(), cancel.child_token(), seed));
@@ -195,13 +203,36 @@ async fn accept_loop(
 pub struct Collection {
     proxies: tokio::sync::Mutex<BTreeMap<String, Proxy>>,
     seeds: Arc<AtomicU64>,
+    /// Where the API listens (no proxy may forward there).
+    api: std::sync::OnceLock<String>,
 }
 
 impl Collection {
     /// An empty collection; `seed` drives toxicity rolls and jitter.
     #[must_use]
     pub fn new(seed: u64) -> Self {
-        Self { proxies: tokio::sync::Mutex::new(BTreeMap::new()), seeds: Arc::new(AtomicU64::new(seed)) }
+        Self {
+            proxies: tokio::sync::Mutex::new(BTreeMap::new()),
+            seeds: Arc::new(AtomicU64::new(seed)),
+            api: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Records where the API listens: no proxy may forward to it.
+    pub fn serving_at(&self, addr: &str) {
+        let _ = self.api.set(addr.to_owned());
+    }
+
+    /// Refuses an upstream that is one of this server's own listen addresses (the API's or any
+    /// in `listens`): 400, naming both.
+    fn refuse_loop(&self, upstream: &str, mut listens: Vec<String>) -> Result<(), ApiError> {
+        listens.extend(self.api.get().cloned());
+        match listens.iter().find(|l| loops_back(upstream, l)) {
+            Some(l) => Err(ApiError::BadRequestBody(format!(
+                "upstream {upstream} is this server's own listen address {l}: every connection would loop back into it"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Every proxy as `{name: proxy}`.
@@ -217,9 +248,18 @@ impl Collection {
         if proxies.contains_key(&spec.name) {
             return Err(ApiError::ProxyAlreadyExists);
         }
+        let listens = |own: &str| {
+            std::iter::once(own).chain(proxies.values().map(|p| p.listen.as_str())).map(str::to_owned).collect()
+        };
+        self.refuse_loop(&spec.upstream, listens(&spec.listen))?;
         let mut proxy = Proxy::new(&spec);
         if spec.enabled {
             proxy.start(&self.seeds).await?;
+            // Port 0 binds a port only now: the loop is visible only now.
+            if let Err(e) = self.refuse_loop(&proxy.upstream, listens(&proxy.listen)) {
+                proxy.stop().await;
+                return Err(e);
+            }
         }
         let json = proxy.to_json();
         proxies.insert(spec.name, proxy);
@@ -264,10 +304,17 @@ impl Collection {
         enabled: Option<bool>,
     ) -> Result<Value, ApiError> {
         let mut proxies = self.proxies.lock().await;
-        let proxy = proxies.get_mut(name).ok_or(ApiError::ProxyNotFound)?;
-        let was_enabled = proxy.running.is_some();
         let listen = listen.filter(|l| !l.is_empty());
         let upstream = upstream.filter(|u| !u.is_empty());
+        {
+            let current = proxies.get(name).ok_or(ApiError::ProxyNotFound)?;
+            let next_upstream = upstream.as_deref().unwrap_or(&current.upstream);
+            let next_listen = listen.as_deref().unwrap_or(&current.listen);
+            let others = proxies.iter().filter(|(n, _)| n.as_str() != name).map(|(_, p)| p.listen.clone());
+            self.refuse_loop(next_upstream, std::iter::once(next_listen.to_owned()).chain(others).collect())?;
+        }
+        let proxy = proxies.get_mut(name).ok_or(ApiError::ProxyNotFound)?;
+        let was_enabled = proxy.running.is_some();
         let moved = listen.as_ref().is_some_and(|l| *l != proxy.listen)
             || upstream.as_ref().is_some_and(|u| *u != proxy.upstream);
         if moved {
@@ -369,8 +416,31 @@ fn validate(spec: &ProxySpec) -> Result<(), ApiError> {
     if spec.name.is_empty() {
         return Err(ApiError::MissingField("name"));
     }
+    if !crate::toxic::addressable(&spec.name) {
+        return Err(ApiError::BadRequestBody(format!(
+            "proxy name {:?} must be 1 to 128 of letters, digits, '.', '_' and '-' (it is a path segment)",
+            spec.name
+        )));
+    }
     if spec.upstream.is_empty() {
         return Err(ApiError::MissingField("upstream"));
     }
     Ok(())
+}
+
+/// Whether `upstream` names the very address `listen` listens on: the same port, and a host that
+/// is the same, a loopback address, `localhost`, or unspecified. Every connection would then loop
+/// back into the proxy, each opening another.
+fn loops_back(upstream: &str, listen: &str) -> bool {
+    let split = |a: &str| -> Option<(String, String)> {
+        let (host, port) = a.rsplit_once(':')?;
+        Some((host.trim_matches(['[', ']']).to_ascii_lowercase(), port.to_owned()))
+    };
+    let (Some((uh, up)), Some((lh, lp))) = (split(upstream), split(&normalize_listen(listen))) else { return false };
+    let local = |h: &str| {
+        h.is_empty()
+            || h == "localhost"
+            || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
+    };
+    up == lp && lp != "0" && (uh == lh || local(&uh))
 }

@@ -57,6 +57,28 @@ pub enum Effect {
     Noop,
 }
 
+/// The largest value of each attribute: an hour for times in ms, a minute for the slicer's µs,
+/// 1 MiB for slice sizes, 10 GB/s for a bandwidth, 2^53 bytes for a data limit. Beyond these a
+/// toxic is no fault but a hang or an overflow.
+#[must_use]
+pub fn attribute_max(kind: &str, name: &str) -> u64 {
+    match (kind, name) {
+        ("slicer", "delay") => 60_000_000,
+        ("slicer", _) => 1 << 20,
+        ("bandwidth", _) => 10_000_000,
+        ("limit_data", _) => 1 << 53,
+        _ => 3_600_000,
+    }
+}
+
+/// Whether `name` can name a proxy or a toxic: 1 to 128 of letters, digits, `.`, `_`, `-`, so
+/// that it is one path segment of the API, needing no escaping.
+#[must_use]
+pub fn addressable(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 const TYPES: [&str; 8] =
     ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data", "noop"];
 
@@ -74,13 +96,24 @@ impl Effect {
         }
     }
 
-    /// Builds the effect of `kind` from JSON attributes; missing attributes are 0.
+    /// Builds the effect of `kind` from JSON attributes; missing attributes are 0. Each is a
+    /// whole number within [`attribute_max`] (a float with no fraction counts as one).
     fn from_attributes(kind: &str, attrs: &Map<String, Value>) -> Result<Self, ApiError> {
         let get = |name: &str| -> Result<u64, ApiError> {
+            let max = attribute_max(kind, name);
+            let whole = |v: &Value| {
+                v.as_u64().or_else(|| {
+                    let f = v.as_f64()?;
+                    // Below 2^53 every whole f64 is exact: the cast cannot round.
+                    (f >= 0.0 && f.fract() == 0.0 && f <= max as f64).then_some(f as u64)
+                })
+            };
             match attrs.get(name) {
                 None | Some(Value::Null) => Ok(0),
-                Some(v) => v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)).ok_or_else(|| {
-                    ApiError::BadRequestBody(format!("attribute `{name}` must be a non-negative integer, got {v}"))
+                Some(v) => whole(v).filter(|n| *n <= max).ok_or_else(|| {
+                    ApiError::BadRequestBody(format!(
+                        "attribute `{name}` of {kind} must be a whole number from 0 to {max}, got {v}"
+                    ))
                 }),
             }
         };
@@ -156,6 +189,11 @@ impl Toxic {
             Some(n) if !n.is_empty() => n.to_owned(),
             _ => format!("{kind}_{}", stream.as_str()),
         };
+        if !addressable(&name) {
+            return Err(ApiError::BadRequestBody(format!(
+                "toxic name {name:?} must be 1 to 128 of letters, digits, '.', '_' and '-' (it is a path segment)"
+            )));
+        }
         Ok(Self { name, stream, toxicity, effect })
     }
 

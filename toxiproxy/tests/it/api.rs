@@ -140,3 +140,102 @@ async fn reset_populate_and_version() {
     assert_eq!(call(&s, "GET", "/nothing/here", None).await.0, 404);
     assert_eq!(call(&s, "PUT", "/proxies", None).await.0, 405);
 }
+
+#[tokio::test]
+async fn hostile_requests_are_refused_with_toxiproxys_error_shape() {
+    let s = Server::start().await;
+    let (up, _stop) = echo().await;
+    let create = |name: &str| json!({"name": name, "listen": "127.0.0.1:0", "upstream": up.to_string()});
+    assert_eq!(call(&s, "POST", "/proxies", Some(create("a"))).await.0, 201);
+    let latency = |attrs: Value| Some(json!({"type": "latency", "name": "l", "attributes": attrs}));
+    let cases: Vec<(&str, String, Option<Value>, &str)> = vec![
+        // Names that would not be one path segment: created, then unreachable.
+        ("POST", "/proxies".into(), Some(create("a/b")), "proxy name"),
+        ("POST", "/proxies".into(), Some(create("a b")), "proxy name"),
+        ("POST", "/proxies".into(), Some(create(&"x".repeat(129))), "proxy name"),
+        ("POST", "/proxies/a/toxics".into(), Some(json!({"type": "noop", "name": "n/1"})), "toxic name"),
+        // Attributes out of range, fractional, or too large for a float to hold exactly.
+        ("POST", "/proxies/a/toxics".into(), latency(json!({"latency": 9_223_372_036_854_775_808u64})), "latency"),
+        ("POST", "/proxies/a/toxics".into(), latency(json!({"latency": 1e300})), "latency"),
+        ("POST", "/proxies/a/toxics".into(), latency(json!({"latency": 10, "jitter": u64::MAX})), "jitter"),
+        ("POST", "/proxies/a/toxics".into(), latency(json!({"latency": 1.5})), "latency"),
+        ("POST", "/proxies/a/toxics".into(), latency(json!({"latency": 3_600_001})), "latency"),
+    ];
+    for (method, path, body, msg) in cases {
+        let (status, err) = call(&s, method, &path, body.clone()).await;
+        assert_eq!(status, 400, "{method} {path} {body:?}: {err}");
+        assert_eq!(err["status"], 400);
+        assert!(err["error"].as_str().unwrap().contains(msg), "{method} {path}: {err}");
+    }
+    // The largest values in range are taken, and shown as given.
+    let (status, t) = call(&s, "POST", "/proxies/a/toxics", latency(json!({"latency": 3_600_000, "jitter": 0}))).await;
+    assert_eq!((status, &t["attributes"]["latency"]), (200, &json!(3_600_000)));
+    // A patch out of range leaves the toxic as it was.
+    let (status, _) = call(&s, "PATCH", "/proxies/a/toxics/l", Some(json!({"attributes": {"latency": -1}}))).await;
+    assert_eq!(status, 400);
+    assert_eq!(call(&s, "GET", "/proxies/a/toxics/l", None).await.1["attributes"]["latency"], json!(3_600_000));
+}
+
+#[tokio::test]
+async fn a_proxy_pointed_at_the_server_itself_is_refused() {
+    let s = Server::start().await;
+    let api = s.api.to_string();
+    // At the API.
+    let (status, err) =
+        call(&s, "POST", "/proxies", Some(json!({"name": "api", "listen": "127.0.0.1:0", "upstream": api}))).await;
+    assert_eq!(status, 400, "{err}");
+    assert!(err["error"].as_str().unwrap().contains("loop back"), "{err}");
+    // At its own listen address, given or picked by the system (port 0), or via localhost.
+    let free = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+    let own = json!({"name": "own", "listen": free.to_string(), "upstream": format!("localhost:{}", free.port())});
+    let (status, err) = call(&s, "POST", "/proxies", Some(own)).await;
+    assert_eq!(status, 400, "{err}");
+    assert_eq!(call(&s, "GET", "/proxies/own", None).await.0, 404, "a refused proxy leaves nothing behind");
+    // At another proxy's listen address, by a later update.
+    let (up, _stop) = echo().await;
+    let (_, a) =
+        call(&s, "POST", "/proxies", Some(json!({"name": "a", "listen": "127.0.0.1:0", "upstream": up.to_string()})))
+            .await;
+    let (_, b) =
+        call(&s, "POST", "/proxies", Some(json!({"name": "b", "listen": "127.0.0.1:0", "upstream": up.to_string()})))
+            .await;
+    let (status, err) = call(&s, "POST", "/proxies/b", Some(json!({"upstream": a["listen"]}))).await;
+    assert_eq!(status, 400, "{err}");
+    assert_eq!(call(&s, "GET", "/proxies/b", None).await.1["upstream"], b["upstream"], "b is unchanged");
+    // The same port on another host is an ordinary upstream (`listen :6379`, `upstream redis:6379`).
+    let port = free.port();
+    let other =
+        json!({"name": "other", "listen": format!("127.0.0.1:{port}"), "upstream": format!("10.255.255.1:{port}")});
+    assert_eq!(call(&s, "POST", "/proxies", Some(other)).await.0, 201);
+}
+
+#[tokio::test]
+async fn idle_half_sent_requests_cannot_lock_the_api_out() {
+    use tokio::io::AsyncWriteExt;
+    let s = Server::start().await;
+    // More half-sent requests than the API holds places for: the extra ones are closed at once,
+    // and every one is closed by the header read timeout, after which the API answers again.
+    let mut held = Vec::new();
+    for _ in 0..leasequake_toxiproxy::api::MAX_API_CONNECTIONS + 8 {
+        let mut c = tokio::net::TcpStream::connect(s.api).await.unwrap();
+        let _ = c.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\n").await;
+        held.push(c);
+    }
+    // Within the read timeout plus a margin: polled, not timed.
+    let mut answered = false;
+    for _ in 0..200 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if let Ok(Ok((200, _))) =
+            tokio::time::timeout(std::time::Duration::from_secs(2), s.client.request("GET", "/version", None)).await
+        {
+            answered = true;
+            break;
+        }
+    }
+    assert!(answered, "the API answered again once the half-sent requests were timed out");
+    // The server closed a half-sent request itself (before the fix it held it forever).
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 256];
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), held[0].read(&mut buf)).await;
+    assert!(ended.is_ok(), "a half-sent request was held open for 30 s");
+}
