@@ -383,7 +383,7 @@ pub fn table(figures: &[Figure]) -> String {
 #[must_use]
 pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
     let mut h = vec![HistoryLine::Header(Header {
-        version: 1,
+        version: leasequake_reports::history::HISTORY_VERSION,
         run_id: "bench".into(),
         scenario: "bench".into(),
         seed: 1,
@@ -400,6 +400,7 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
         ttl_ms: Some(120),
         waste_budget_ms: None,
         node_command: None,
+        clients_follow: false,
     })];
     let (mut t, mut seq, mut fence, mut fault) = (0u64, 0u64, 0u64, 0u64);
     while h.len() < n {
@@ -488,6 +489,8 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
         temporary_collections_left: vec![],
         extended_ms: None,
         versions: Default::default(),
+        seal: None,
     }));
+    crate::history::seal(&mut h);
     h
 }

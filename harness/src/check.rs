@@ -12,8 +12,8 @@ use leasequake_reports::history::{
     HISTORY_VERSION, HISTORY_VERSION_MIN,
 };
 use leasequake_reports::{
-    CheckResult, Evidence, Expectation, Metrics, PropertyResult, PropertyStatus, Verdict, Violation,
-    MAX_VIOLATIONS_KEPT,
+    bounded, printable, CheckResult, Evidence, Expectation, Metrics, PropertyResult, PropertyStatus, Verdict,
+    Violation, MAX_VIOLATIONS_KEPT,
 };
 
 /// The properties, in report order.
@@ -115,6 +115,9 @@ impl<'a> Faults<'a> {
     fn covers(&self, target: &str, from_ns: u64, to_ns: u64) -> bool {
         self.windows.iter().any(|(a, b, f)| f.target == target && *a <= to_ns && from_ns <= *b)
     }
+    fn covers_any(&self, kind: &str, from_ns: u64, to_ns: u64) -> bool {
+        self.windows.iter().any(|(a, b, f)| f.fault == kind && *a <= to_ns && from_ns <= *b)
+    }
     fn covers_kind(&self, kind: &str, target: &str, from_ns: u64, to_ns: u64) -> bool {
         self.windows.iter().any(|(a, b, f)| f.fault == kind && f.target == target && *a <= to_ns && from_ns <= *b)
     }
@@ -142,9 +145,12 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
                 sent_ns: if event.mono_ns == 0 { *received_ns } else { event.mono_ns },
                 kind: &event.kind,
             }),
-            HistoryLine::Garbage { node, raw, why, .. } => {
-                inconclusive.push(format!("node {node} sent a line that is not a protocol event ({why}): {raw}"))
-            }
+            HistoryLine::Garbage { node, raw, why, .. } => inconclusive.push(format!(
+                "node {} sent a line that is not a protocol event ({}): {}",
+                printable(node),
+                printable(why),
+                printable(raw)
+            )),
             HistoryLine::Fault(f) => faults.push(f),
             HistoryLine::Observer(o) => observer.push(o),
         }
@@ -160,15 +166,17 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
     if snapshot.is_none() {
         inconclusive.push("the history has no closing snapshot: the run did not finish recording".into());
     }
-    audit.sort_by_key(|a| a.seq);
-    let base = header.map_or(0, |h| h.audit_after);
-    if let Some(gap) = audit.iter().enumerate().find(|(i, a)| a.seq != base + *i as u64 + 1) {
-        inconclusive.push(format!("the store's audit log has a gap before seq {}", gap.1.seq));
-    }
+    // Whole or not: a damaged history is judged for the reader, never reordered or repaired.
+    let whole = integrity::integrity(history);
+    let damaged = !whole.problems.is_empty();
+    inconclusive.extend(whole.problems.iter().map(|p| format!("the history is damaged: {p}")));
     let started = header.map_or(0, |h| h.started_ns);
     let end_ns = snapshot.map(|s| s.ended_ns).or_else(|| nodes.iter().map(|n| n.at_ns).max()).unwrap_or(started);
     let windows = Faults::new(&faults, end_ns);
     fault_holes(&faults, &mut inconclusive);
+    // An environment that drifted tests another scenario: like damage, no verdict stands on it.
+    let follow = header.is_some_and(|h| h.clients_follow);
+    let drifted = drift(&observer, &windows, started, follow, &mut inconclusive);
     if let Some(h) = header {
         silence_holes(h, &nodes, &observer, &windows, end_ns, &mut inconclusive);
     }
@@ -196,6 +204,8 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
     let violated: Vec<&str> =
         properties.iter().filter(|p| p.status == PropertyStatus::Violated).map(|p| p.name.as_str()).collect();
     let (verdict, expectation) = match header.and_then(|h| h.expected.as_ref()) {
+        // Damage can move a verdict either way: neither a pass nor a failure is observed.
+        _ if damaged || drifted => (Verdict::Inconclusive, None),
         Some(exp) => {
             let seen = violated.contains(&exp.property.as_str());
             let others = violated.iter().any(|p| *p != exp.property && !exp.also.iter().any(|a| a == p));
@@ -213,7 +223,7 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
         None if !inconclusive.is_empty() => (Verdict::Inconclusive, None),
         None => (Verdict::Pass, None),
     };
-    CheckResult { verdict, expectation, properties, inconclusive, metrics }
+    CheckResult { verdict, expectation, properties, inconclusive: bounded(inconclusive), notes: whole.notes, metrics }
 }
 
 /// No stale write (in arrival order, once a write under a higher fence landed, no write under a
@@ -290,7 +300,7 @@ fn keeps_renewing(
     let Some(renew_ms) = renew_ms else {
         return judge.result("", Some("no renewal interval recorded and too few renewals to infer one"));
     };
-    let lag_ns = renew_ms * 1_000_000 * RENEWAL_LAG_HALVES / 2;
+    let lag_ns = renew_ms.saturating_mul(1_000_000).saturating_mul(RENEWAL_LAG_HALVES) / 2;
     // Faults whose verification showed the Redis link merely reset: a renewal then fails at once.
     let reset_only: HashSet<u64> = fault_events
         .iter()
@@ -519,7 +529,7 @@ fn liveness(header: Option<&Header>, audit: &[&AuditRecord], faults: &[&FaultEve
     };
     let Some(h) = header else { return result(PropertyStatus::Inconclusive, "no header: no liveness bound".into()) };
     let healed = faults.iter().filter(|f| f.phase == FaultPhase::Healed).map(|f| f.at_ns).max().unwrap_or(h.started_ns);
-    let bound_ns = h.liveness_bound_ms * 1_000_000;
+    let bound_ns = h.liveness_bound_ms.saturating_mul(1_000_000);
     let synced = audit.iter().find(|a| a.accepted && a.op == StoreOp::PersistRecord && a.mono_ns >= healed);
     match synced {
         Some(a) if a.mono_ns - healed <= bound_ns => result(
@@ -530,7 +540,7 @@ fn liveness(header: Option<&Header>, audit: &[&AuditRecord], faults: &[&FaultEve
                 h.liveness_bound_ms
             ),
         ),
-        _ if end_ns < healed + bound_ns => result(
+        _ if end_ns < healed.saturating_add(bound_ns) => result(
             PropertyStatus::Inconclusive,
             format!(
                 "the run ended {} ms after the last fault healed, before the liveness bound of {} ms",
@@ -547,11 +557,40 @@ fn liveness(header: Option<&Header>, audit: &[&AuditRecord], faults: &[&FaultEve
                 ),
                 evidence: vec![],
                 faults_active: vec![],
-                at_ns: healed + bound_ns,
+                at_ns: healed.saturating_add(bound_ns),
             });
             judge.result("", None)
         }
     }
+}
+
+/// A Redis instance whose role changed while no failover was declared in effect: the environment
+/// drifted (Sentinel failed over on its own, say during a long write pause), and the run no longer
+/// tests its scenario: the nodes' proxies still point where the scenario put them. Not the
+/// implementation's doing, so inconclusive, naming the instance and when (the first per instance).
+/// With `follow` (the nodes followed failovers as Sentinel-aware clients) a role change is part of
+/// the run, judged like any other moment.
+fn drift(observer: &[&ObserverSample], faults: &Faults, started_ns: u64, follow: bool, out: &mut Vec<String>) -> bool {
+    if follow {
+        return false;
+    }
+    let secs = |ns: u64| ns.saturating_sub(started_ns) as f64 / 1e9;
+    let mut last: BTreeMap<&str, (&str, u64)> = BTreeMap::new();
+    let mut named: HashSet<&str> = HashSet::new();
+    for o in observer {
+        let Some(role) = o.role.as_deref() else { continue };
+        let Some((was, since)) = last.insert(&o.instance, (role, o.at_ns)) else { continue };
+        if was != role && !faults.covers_any("failover", since, o.at_ns) && named.insert(&o.instance) {
+            out.push(format!(
+                "the environment drifted: {} went from {was} to {role} between {:.1} s and {:.1} s with no failover declared \
+                 in effect (Sentinel failed over on its own?); the nodes were not told, so the run no longer tests its scenario",
+                o.instance,
+                secs(since),
+                secs(o.at_ns)
+            ));
+        }
+    }
+    !named.is_empty()
 }
 
 fn fault_holes(faults: &[&FaultEvent], inconclusive: &mut Vec<String>) {
@@ -580,7 +619,7 @@ fn silence_holes(
     end_ns: u64,
     out: &mut Vec<String>,
 ) {
-    let limit = h.node_silence_ms * 1_000_000;
+    let limit = h.node_silence_ms.saturating_mul(1_000_000);
     let mut last: BTreeMap<&str, u64> = BTreeMap::new();
     for n in nodes {
         let prev = last.insert(n.node, n.at_ns).unwrap_or(n.at_ns);
@@ -600,7 +639,7 @@ fn silence_holes(
             ));
         }
     }
-    let gap = h.observer_gap_ms * 1_000_000;
+    let gap = h.observer_gap_ms.saturating_mul(1_000_000);
     let mut seen: BTreeMap<&str, u64> = BTreeMap::new();
     for o in observer {
         let prev = seen.insert(&o.instance, o.at_ns).unwrap_or(o.at_ns);
@@ -804,5 +843,7 @@ fn measure<'a>(
 
 #[cfg(test)]
 mod tests;
+
+mod integrity;
 
 mod acquisition;

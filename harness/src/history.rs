@@ -5,8 +5,9 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use leasequake_reports::history::{Header, HistoryLine};
-use leasequake_reports::{CheckResult, Verdict};
+use leasequake_reports::history::{Header, HistoryLine, LineCounts, Seal, Snapshot};
+use leasequake_reports::{printable, CheckResult, Verdict, REASONS_MAX};
+use sha2::{Digest, Sha256};
 
 use crate::check::check;
 use crate::error::HarnessError;
@@ -20,11 +21,13 @@ fn io(path: &Path, e: impl std::fmt::Display) -> HarnessError {
     HarnessError::History { path: path.to_path_buf(), detail: e.to_string() }
 }
 
-/// Reads a history: the lines that parse, and a description of each line that does not.
+/// Reads a history: the lines that parse, and a description of the first lines that do not
+/// (at most [`REASONS_MAX`], then how many more).
 pub fn read(path: &Path) -> Result<(Vec<HistoryLine>, Vec<String>), HarnessError> {
     let file = File::open(path).map_err(|e| io(path, e))?;
     let mut lines = Vec::new();
     let mut unreadable = Vec::new();
+    let mut more = 0u64;
     for (i, line) in BufReader::new(file).lines().enumerate() {
         let line = line.map_err(|e| io(path, e))?;
         if line.trim().is_empty() {
@@ -32,8 +35,18 @@ pub fn read(path: &Path) -> Result<(Vec<HistoryLine>, Vec<String>), HarnessError
         }
         match serde_json::from_str(&line) {
             Ok(l) => lines.push(l),
-            Err(e) => unreadable.push(format!("{}:{}: unreadable history line: {e}", path.display(), i + 1)),
+            Err(_) if unreadable.len() >= REASONS_MAX => more += 1,
+            Err(e) => unreadable.push(format!(
+                "{}:{}: unreadable history line ({}): {}",
+                path.display(),
+                i + 1,
+                printable(&e.to_string()),
+                printable(&line)
+            )),
         }
+    }
+    if more > 0 {
+        unreadable.push(format!("... and {more} more unreadable lines"));
     }
     Ok((lines, unreadable))
 }
@@ -48,6 +61,69 @@ pub fn read_header(path: &Path) -> Result<Option<Header>, HarnessError> {
         Ok(HistoryLine::Header(h)) => Some(h),
         _ => None,
     })
+}
+
+/// SHA-256 (lowercase hex) of `lines` as this version writes them: each one's JSON, then `\n`.
+/// A parsed line writes back the same, so whitespace and line endings do not count.
+#[must_use]
+pub fn digest<'a>(lines: impl IntoIterator<Item = &'a HistoryLine>) -> String {
+    let mut h = Sha256::new();
+    for l in lines {
+        // A history line always serializes (plain data, string keys).
+        h.update(serde_json::to_vec(l).unwrap_or_default());
+        h.update(b"\n");
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The digest a sealed history's snapshot must carry: of every line before it, and of the
+/// snapshot itself with an empty digest (so its own fields, counts included, are covered too).
+#[must_use]
+pub fn sealed_digest(before: &[HistoryLine], snapshot: &Snapshot) -> String {
+    let mut blank = snapshot.clone();
+    if let Some(seal) = blank.seal.as_mut() {
+        seal.digest.clear();
+    }
+    let last = HistoryLine::Snapshot(blank);
+    digest(before.iter().chain(std::iter::once(&last)))
+}
+
+/// What each kind of line adds up to, and the last audit sequence number (`after` when none).
+#[must_use]
+pub fn tally(lines: &[HistoryLine], after: u64) -> (LineCounts, u64) {
+    let mut c = LineCounts::default();
+    let mut last = after;
+    for l in lines {
+        match l {
+            HistoryLine::Node { .. } => c.node += 1,
+            HistoryLine::Garbage { .. } => c.garbage += 1,
+            HistoryLine::Audit(a) => {
+                c.audit += 1;
+                last = last.max(a.seq);
+            }
+            HistoryLine::Fault(_) => c.fault += 1,
+            HistoryLine::Observer(_) => c.observer += 1,
+            HistoryLine::Header(_) | HistoryLine::Snapshot(_) => {}
+        }
+    }
+    (c, last)
+}
+
+/// Seals a finished history: its closing snapshot (the last line) records the counts, the last
+/// audit sequence number and the digest of every line before it. Does nothing to a history that
+/// does not end in a snapshot.
+pub fn seal(lines: &mut [HistoryLine]) {
+    let after = match lines.first() {
+        Some(HistoryLine::Header(h)) => h.audit_after,
+        _ => 0,
+    };
+    let Some((HistoryLine::Snapshot(snap), before)) = lines.split_last_mut() else { return };
+    let (counts, audit_last_seq) = tally(before, after);
+    snap.seal = Some(Seal { audit_last_seq, lines: counts, digest: String::new() });
+    let digest = sealed_digest(before, snap);
+    if let Some(seal) = snap.seal.as_mut() {
+        seal.digest = digest;
+    }
 }
 
 /// Writes a history, one JSON object per line.
@@ -72,10 +148,9 @@ pub fn check_dir(dir: &Path) -> Result<CheckResult, HarnessError> {
     let (lines, unreadable) = read(&dir.join(HISTORY_FILE))?;
     let mut result = check(&lines);
     if !unreadable.is_empty() {
-        result.inconclusive.extend(unreadable);
-        if result.verdict == Verdict::Pass {
-            result.verdict = Verdict::Inconclusive;
-        }
+        // An unreadable line is a line the checker could not judge: nothing stands on the rest.
+        result.inconclusive = unreadable.into_iter().chain(std::mem::take(&mut result.inconclusive)).collect();
+        result.verdict = Verdict::Inconclusive;
     }
     let json = serde_json::to_vec_pretty(&result).map_err(|e| io(dir, e))?;
     write_atomically(&dir.join(VERDICTS_FILE), &json)?;

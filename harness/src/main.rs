@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use leasequake::demo::{self, DemoConfig};
 use leasequake::local_redis::LocalRedis;
 use leasequake_reports::history::{FenceSource, StorePolicy};
+use leasequake_reports::{escaped, printable};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
@@ -83,6 +84,15 @@ enum Command {
         /// Where the new run directory goes.
         #[arg(long, default_value = "reports-out")]
         report_dir: std::path::PathBuf,
+        /// The node command to replay with. A command recorded in the run directory (its
+        /// history header, its scenario's `[nodes] command`) is never run on its own: a
+        /// downloaded artifact could name any program. Pass it here, or confirm it with
+        /// --run-recorded-command.
+        #[arg(long)]
+        node_cmd: Option<String>,
+        /// Run the node command recorded in the run directory (printed first).
+        #[arg(long, conflicts_with = "node_cmd")]
+        run_recorded_command: bool,
     },
     /// Measure the speed figures against their targets (images, environment start, fault effect
     /// times, checker and report on 1 M history lines), print them with their ratios and write
@@ -278,18 +288,25 @@ async fn terminated() {
     }
 }
 
-/// Parses `500ms`, `90s`, `15m`, `2h` (a bare number is seconds).
+/// The longest `--max-duration`: a week.
+const MAX_DURATION_S: u64 = 7 * 24 * 3600;
+
+/// Parses `500ms`, `90s`, `15m`, `2h` (a bare number is seconds), from 1 ms to a week.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (n, unit) = t.split_at(split);
     let n: u64 = n.parse().map_err(|_| format!("`{text}` is not a duration; write e.g. 90s, 15m or 2h"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "" | "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        other => Err(format!("unknown unit `{other}` in `{text}`; use ms, s, m or h")),
+    let ms = match unit {
+        "ms" => Some(n),
+        "" | "s" => n.checked_mul(1000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        other => return Err(format!("unknown unit `{other}` in `{text}`; use ms, s, m or h")),
+    };
+    match ms {
+        Some(ms) if (1..=MAX_DURATION_S * 1000).contains(&ms) => Ok(Duration::from_millis(ms)),
+        _ => Err(format!("`{text}` is outside 1ms to {}h", MAX_DURATION_S / 3600)),
     }
 }
 
@@ -349,7 +366,9 @@ async fn run_scenarios(
         eprintln!("error: no scenario files (*.toml) under {paths:?}");
         return Ok(ExitCode::from(2));
     }
-    run_loaded(scenarios, report_dir, opts, repeat, max_duration).await
+    // A shard's runs are tallied by the parent that merges them.
+    let tally = repeat > 1 && shard.is_none();
+    run_loaded(scenarios, report_dir, opts, repeat, max_duration, tally).await
 }
 
 /// `run --parallel N`: N child runs of this binary over the shards, their output prefixed, then
@@ -442,6 +461,13 @@ async fn run_parallel(
             return Ok(ExitCode::from(3));
         }
     };
+    // Per scenario, what the runs concluded (a soak reads this).
+    let merged = std::fs::read(report_dir.join("latest").join("summary.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<leasequake_reports::suite::Suite>(&b).ok());
+    if let Some(suite) = merged {
+        print!("{}", suite.tally());
+    }
     println!(
         "{n} runs in parallel, merged: {} (each run's own suite stays under {})",
         format!("{verdict:?}").to_uppercase(),
@@ -491,7 +517,17 @@ async fn run_loaded(
     opts: &leasequake::run::RunOptions,
     repeat: u32,
     max_duration: Option<Duration>,
+    tally: bool,
 ) -> anyhow::Result<ExitCode> {
+    // Before anything starts: every node command can be started (a missing venv, a typo).
+    for (file, s) in &scenarios {
+        if let Some(cmd) = opts.node_cmd.as_ref().or(s.nodes.command.as_ref()) {
+            if let Err(problem) = leasequake::run::startable(cmd) {
+                eprintln!("error: {}: the node command cannot be started: {problem}", file.display());
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
     if let Some(a) = &opts.attach {
         // Before anything starts: the environment exists, answers, takes the password, and has
         // proxy ports for the largest scenario.
@@ -524,12 +560,15 @@ async fn run_loaded(
                 run.shown().label(),
                 sc.name,
                 seed,
-                run.finding(),
+                escaped(&run.finding()),
                 suite.dir().join(&run.dir).display()
             );
             if run.verdict() != leasequake_reports::Verdict::Pass {
+                // A replay runs the same nodes only when told to on its command line.
+                let nodes = opts.node_cmd.as_ref().or(sc.nodes.command.as_ref());
+                let node_cmd = nodes.map(|c| format!(" --node-cmd \"{}\"", c.join(" "))).unwrap_or_default();
                 println!(
-                    "  repro: leasequake repro {}   (or, from the scenario file: {})",
+                    "  repro: leasequake repro {}{node_cmd}   (or, from the scenario file: {})",
                     suite.dir().join(&run.dir).display(),
                     run.repro
                 );
@@ -542,6 +581,9 @@ async fn run_loaded(
         reason
     });
     let page = suite.finish(stopped)?;
+    if tally {
+        print!("{}", suite.tally());
+    }
     println!("report: {}", page.display());
     Ok(ExitCode::from(u8::try_from(suite.verdict().exit_code()).unwrap_or(3)))
 }
@@ -693,6 +735,39 @@ async fn selftest(
         c => c,
     };
     Ok(ExitCode::from(code))
+}
+
+/// Why `dir` holds no history to judge or replay, naming the fix; `None` when it does.
+fn no_history(dir: &std::path::Path) -> Option<String> {
+    let file = dir.join(leasequake::history::HISTORY_FILE);
+    if !dir.is_dir() {
+        return Some(format!(
+            "{} is not a directory: give a run directory, e.g. reports-out/latest/01-no-faults",
+            dir.display()
+        ));
+    }
+    (!file.is_file()).then(|| {
+        format!(
+            "{} has no {}: give a run directory (one per scenario run, inside a suite directory)",
+            dir.display(),
+            leasequake::history::HISTORY_FILE
+        )
+    })
+}
+
+/// Whether run directories can be written under `dir` (created if missing): else what is wrong.
+fn usable_report_dir(dir: &std::path::Path) -> Result<(), String> {
+    let fix = "choose another with --report-dir";
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!("--report-dir {} is a file, not a directory: {fix}", dir.display()));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("--report-dir {}: cannot create it ({e}): {fix}", dir.display()))?;
+    let probe = dir.join(format!(".write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .map_err(|e| format!("--report-dir {}: cannot write in it ({e}): {fix}", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// Why `dir` is no run directory `repro` can replay, naming the fix (a suite directory lists its
@@ -964,6 +1039,10 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             shard,
             parallel,
         } => {
+            if let Err(problem) = usable_report_dir(&report_dir) {
+                eprintln!("error: {problem}");
+                return Ok(ExitCode::from(2));
+            }
             if parallel > 1 {
                 let mut passed: Vec<String> = Vec::new();
                 if let Some(s) = seed {
@@ -976,7 +1055,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     passed.extend(["--node-cmd".into(), c]);
                 }
                 if let Some(d) = max_duration {
-                    passed.extend(["--max-duration".into(), format!("{}s", d.as_secs())]);
+                    passed.extend(["--max-duration".into(), format!("{}ms", d.as_millis())]);
                 }
                 return run_parallel(&paths, &report_dir, parallel, &passed).await;
             }
@@ -1031,14 +1110,22 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Selftest { report_dir, seeds, first_seed, entries, flawed_node, max_duration } => {
-            selftest(&report_dir, seeds, first_seed, &entries, flawed_node, max_duration).await
-        }
-        Command::Repro { dir, report_dir } => {
-            if let Some(problem) = not_a_run_dir(&dir) {
+            if let Err(problem) = usable_report_dir(&report_dir) {
                 eprintln!("error: {problem}");
                 return Ok(ExitCode::from(2));
             }
-            let scenario = match leasequake::scenario::replay(&dir) {
+            selftest(&report_dir, seeds, first_seed, &entries, flawed_node, max_duration).await
+        }
+        Command::Repro { dir, report_dir, node_cmd, run_recorded_command } => {
+            if let Some(problem) = not_a_run_dir(&dir).or_else(|| no_history(&dir)) {
+                eprintln!("error: {problem}");
+                return Ok(ExitCode::from(2));
+            }
+            if let Err(problem) = usable_report_dir(&report_dir) {
+                eprintln!("error: {problem}");
+                return Ok(ExitCode::from(2));
+            }
+            let mut scenario = match leasequake::scenario::replay(&dir) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -1049,10 +1136,28 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 eprintln!("error: {} has no history header: not a run directory", dir.display());
                 return Ok(ExitCode::from(2));
             };
-            // The nodes that ran (`--node-cmd`, the self-test's flawed build), not this harness's.
+            // The nodes that ran (`--node-cmd`, the self-test's flawed build), not this harness's:
+            // run only as the user says, never because a file says so.
+            let recorded = h.node_command.clone().or_else(|| scenario.nodes.command.take());
+            let node_cmd = match (node_cmd, recorded) {
+                (Some(c), _) => Some(c.split_whitespace().map(str::to_owned).collect()),
+                (None, Some(c)) if run_recorded_command => Some(c),
+                (None, Some(c)) => {
+                    eprintln!(
+                        "error: this run's nodes were started by a recorded command:\n  {}\nrepro does not run a \
+                         command read from a file. Pass it yourself:\n  leasequake repro {} --node-cmd \"{}\"\n\
+                         or confirm the recorded one with --run-recorded-command",
+                        printable(&c.join(" ")),
+                        dir.display(),
+                        printable(&c.join(" ")),
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+                (None, None) => None,
+            };
             let opts = leasequake::run::RunOptions {
                 seed: Some(h.seed),
-                node_cmd: h.node_command.clone(),
+                node_cmd,
                 attach: None,
                 progress: leasequake::progress::Progress::stderr(),
             };
@@ -1063,7 +1168,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 h.seed,
                 scenario.faults.len()
             );
-            run_loaded(vec![(dir.join("scenario.toml"), scenario)], &report_dir, &opts, 1, None).await
+            run_loaded(vec![(dir.join("scenario.toml"), scenario)], &report_dir, &opts, 1, None, false).await
         }
         Command::List { paths } => {
             let paths = if paths.is_empty() { vec![std::path::PathBuf::from("scenarios")] } else { paths };
@@ -1075,7 +1180,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let mut bad = 0;
             for f in files {
                 match leasequake::scenario::load(&f) {
-                    Ok(s) => println!("{:<32} {}", s.name, s.description),
+                    Ok(s) => println!("{:<32} {}", s.name, escaped(&s.description)),
                     Err(e) => {
                         eprintln!("error: {e}");
                         bad += 1;
@@ -1114,12 +1219,19 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { dir } => {
+            if let Some(problem) = no_history(&dir) {
+                eprintln!("error: {problem}");
+                return Ok(ExitCode::from(2));
+            }
             let r = leasequake::history::check_dir(&dir)?;
             for p in &r.properties {
-                println!("{:<15} {:<15} {}", p.name, name(serde_json::to_value(p.status)?), p.sentence);
+                println!("{:<15} {:<15} {}", p.name, name(serde_json::to_value(p.status)?), escaped(&p.sentence));
             }
             for why in &r.inconclusive {
                 println!("inconclusive: {why}");
+            }
+            for note in &r.notes {
+                println!("note: {note}");
             }
             if let Some(e) = r.expectation {
                 println!("expectation: {}", name(serde_json::to_value(e)?));

@@ -87,6 +87,12 @@ impl SuiteDir {
         self.dir.join(format!("{:02}-{name}", self.suite.scenarios.len() + 1))
     }
 
+    /// Per scenario, what its runs concluded (`Suite::tally`).
+    #[must_use]
+    pub fn tally(&self) -> String {
+        self.suite.tally()
+    }
+
     /// Records a finished scenario run; `versions` seen by the run join the suite's.
     pub fn add(&mut self, run: ScenarioRun, versions: &std::collections::BTreeMap<String, String>) {
         for (k, v) in versions {

@@ -21,13 +21,13 @@ use leasequake_toxiproxy::{Client as ProxyClient, Stream, ToxicSpec};
 use rustix::process::Signal;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, Instrument};
+use tracing::{info, warn, Instrument};
 
 use crate::check::check;
 use crate::clock::mono_ns;
 use crate::env::{EnvConfig, Environment, PROXY_PORT_BASE};
 use crate::error::HarnessError;
-use crate::history::{write, write_atomically, HISTORY_FILE, VERDICTS_FILE};
+use crate::history::{seal, write, write_atomically, HISTORY_FILE, VERDICTS_FILE};
 use crate::image::{ensure, resolve, ImageSpec};
 use crate::progress::Progress;
 use crate::scenario::{Direction, Fault, FaultKind, Link, Mode, Observed, Scenario, Trigger};
@@ -397,6 +397,33 @@ async fn probe_shim_clock(shim: &Path, file: &Path) -> Result<i64, String> {
     Ok(ms - (before + after) / 2)
 }
 
+/// Whether `cmd`'s program can be started: an executable file (a path with a `/`, from the
+/// current directory) or a name found on `PATH`. Else what is wrong, naming the fix.
+pub fn startable(cmd: &[String]) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(program) = cmd.first().filter(|p| !p.is_empty()) else {
+        return Err("it is empty: give a program, e.g. --node-cmd \"python3 node.py\"".into());
+    };
+    let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        return if executable(Path::new(program)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{}` is not an executable file (relative to {}); for the Python node run scripts/deps first",
+                leasequake_reports::printable(program),
+                std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()
+            ))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|d| executable(&d.join(program))) {
+        Ok(())
+    } else {
+        Err(format!("`{}` is not on PATH", leasequake_reports::printable(program)))
+    }
+}
+
 fn node_command(s: &Scenario, opts: &RunOptions) -> Result<Vec<String>, HarnessError> {
     match opts.node_cmd.as_ref().or(s.nodes.command.as_ref()) {
         Some(c) => Ok(c.clone()),
@@ -433,9 +460,29 @@ fn observed(prev: Option<(&ObserverSample, u64)>, now: &ObserverSample) -> Vec<O
         }
     }
     if prev.role.is_some() && now.role.is_some() && prev.role != now.role {
-        seen.push(Observed::RoleChanged { instance: now.instance.clone() });
+        seen.push(Observed::RoleChanged { instance: now.instance.clone(), role: now.role.clone().unwrap_or_default() });
     }
     seen
+}
+
+/// Points every node's Redis proxy at `seen`'s instance when it became master (the nodes follow
+/// failovers as Sentinel-aware clients do). A proxy that cannot be moved is logged: the run then
+/// shows it as lost liveness, and the log says why.
+async fn follow_master(proxy: &ProxyClient, count: u32, seen: &Observed) {
+    let Observed::RoleChanged { instance, role } = seen else { return };
+    if role != "master" {
+        return;
+    }
+    for i in 1..=count {
+        let name = format!("n{i}-redis");
+        match tokio::time::timeout(Duration::from_secs(5), proxy.set_upstream(&name, &format!("{instance}:6379"))).await
+        {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => warn!(proxy = %name, error = %e, "could not follow the new master"),
+            Err(_) => warn!(proxy = %name, "could not follow the new master within 5 s"),
+        }
+    }
+    info!(%instance, nodes = count, "the nodes' Redis proxies follow the new master (follow_failovers)");
 }
 
 /// Fires every fault armed for what the observer saw. A fault aimed at a named node hits it; one
@@ -540,6 +587,7 @@ async fn drive(
         ttl_ms: Some(s.lease.ttl_ms),
         waste_budget_ms: s.waste_budget_ms,
         node_command: opts.node_cmd.clone().or_else(|| s.nodes.command.clone()),
+        clients_follow: s.nodes.follow_failovers,
     })]));
 
     // Nodes and the event collector (which also tracks the current owner for role targets and
@@ -666,6 +714,8 @@ async fn drive(
     // for is handed to the schedule, which applies the fault before the node is let go.
     let armed: Arc<Mutex<Vec<Armed>>> = Arc::default();
     let (hit_tx, mut hit_rx) = mpsc::channel::<Hit>(16);
+    // Sentinel-aware clients: every node's Redis proxy follows a new master the observer sees.
+    let follower = s.nodes.follow_failovers.then(|| (ProxyClient::new(env.proxy_api.clone()), s.nodes.count));
     let router = {
         let (armed, handles, stop) = (armed.clone(), handles.clone(), stop_observer.clone());
         async move {
@@ -674,6 +724,9 @@ async fn drive(
                 let r = tokio::select! {
                     () = stop.cancelled() => break,
                     Some(seen) = seen_rx.recv() => {
+                        if let Some((proxy, count)) = &follower {
+                            follow_master(proxy, *count, &seen).await;
+                        }
                         fire_observed(&armed, &seen, &hit_tx).await;
                         continue;
                     }
@@ -923,9 +976,11 @@ async fn drive(
             temporary_collections_left: left,
             versions: BTreeMap::from([("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
             extended_ms,
+            seal: None,
         }),
     );
-    let lines = std::mem::take(&mut *lines.lock().unwrap_or_else(PoisonError::into_inner));
+    let mut lines = std::mem::take(&mut *lines.lock().unwrap_or_else(PoisonError::into_inner));
+    seal(&mut lines);
     write(&dir.join(HISTORY_FILE), &lines)?;
     progress.phase("checking the history");
     let mut result = check(&lines);

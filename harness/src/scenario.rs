@@ -9,7 +9,13 @@ use serde::Deserialize;
 
 /// A scenario file's problem: where, which field, what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{}: `{field}`: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+#[error(
+    "{}{}: `{}`: {}",
+    file.display(),
+    line.map(|l| format!(":{l}")).unwrap_or_default(),
+    leasequake_reports::printable(field),
+    leasequake_reports::escaped(message)
+)]
 pub struct ScenarioError {
     /// The file.
     pub file: PathBuf,
@@ -97,6 +103,11 @@ pub struct Nodes {
     pub count: u32,
     /// Node command (default: the reference node).
     pub command: Option<Vec<String>>,
+    /// The nodes reach Redis as Sentinel-aware clients do: their proxies follow any failover,
+    /// declared or not, the moment the observer sees a new master. Without it a failover no fault
+    /// declared is drift, and the run is inconclusive.
+    #[serde(default)]
+    pub follow_failovers: bool,
 }
 
 /// `[lease]`: ttl, and optionally the others (default: production ratios).
@@ -368,6 +379,8 @@ pub enum Observed {
     RoleChanged {
         /// The instance.
         instance: String,
+        /// Its role now (`master`, `slave`).
+        role: String,
     },
 }
 
@@ -708,6 +721,19 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
         .collect();
     s.faults = faults;
     s.random = None;
+    // A recorded fault may have been applied late (a loaded machine), and the run went on to the
+    // liveness bound after it: the replay lasts as long. Ranges first, so the sum cannot overflow.
+    let refused = |(field, message): (String, String)| ScenarioError { file: file.clone(), line: None, field, message };
+    let checked = |s: &Scenario| ranges(s).map_err(refused);
+    checked(&s)?;
+    let bound_s = s.liveness_bound_ms().div_ceil(1000);
+    // A triggered fault may fire up to one bound after it was armed (as `validate` allows).
+    let wait_s = |f: &Fault| if f.on.is_some() { bound_s } else { 0 };
+    let needed =
+        s.faults.iter().map(|f| (f.at_ms() + f.duration_ms()).div_ceil(1000) + wait_s(f) + bound_s).max().unwrap_or(0);
+    s.duration_s = s.duration_s.max(needed);
+    checked(&s)?;
+    validate(&s).map_err(refused)?;
     Ok(s)
 }
 
@@ -794,11 +820,78 @@ fn node_index_ok(n: &str, count: u32) -> Option<u32> {
     (n == format!("n{i}")).then_some(i)
 }
 
+/// How much longer than a write pause Sentinel's down-after must be, ms: Sentinel took a 2 s
+/// pause for a dead primary with down-after 1 s and failed over on its own.
+const SENTINEL_MARGIN_MS: u64 = 3_000;
+
+/// The least down-after for a Redis restart, ms: a restart takes ~0.75 s idle, seconds loaded.
+const RESTART_DOWN_AFTER_MS: u64 = 3_000;
+
+/// The longest scenario name: it names run directories and containers.
+pub const NAME_MAX: usize = 64;
+
+/// The longest run, s (a day); every time inside a scenario is bounded by it.
+pub const DURATION_S_MAX: u64 = 86_400;
+
+/// The longest lease time (ttl, acquire wait, a failover's follow delay), ms.
+pub const LEASE_MS_MAX: u64 = 600_000;
+
+/// The longest step of the pipeline (prepare, one model call, the pause between rounds), ms.
+pub const STEP_MS_MAX: u64 = 60_000;
+
+/// Every number of a scenario within its documented range (docs/scenarios.md), before any
+/// arithmetic uses it: (field, value, least, most).
+fn ranges(s: &Scenario) -> Result<(), (String, String)> {
+    let mut checks: Vec<(String, u64, u64, u64)> = vec![
+        ("duration_s".into(), s.duration_s, 1, DURATION_S_MAX),
+        ("lease.ttl_ms".into(), s.lease.ttl_ms, 100, LEASE_MS_MAX),
+        ("pipeline.batches".into(), u64::from(s.pipeline.batches), 1, 1_000),
+        ("pipeline.batch_size".into(), u64::from(s.pipeline.batch_size), 1, 10_000),
+        ("pipeline.embed_ms".into(), s.pipeline.embed_ms, 0, STEP_MS_MAX),
+        ("pipeline.prepare_ms".into(), s.pipeline.prepare_ms, 0, STEP_MS_MAX),
+        ("pipeline.pause_ms".into(), s.pipeline.pause_ms, 0, STEP_MS_MAX),
+        ("store.latency_ms".into(), s.store.latency_ms, 0, LATENCY_MS_MAX),
+        ("sentinel.down_after_ms".into(), s.sentinel.down_after_ms, 100, STEP_MS_MAX),
+        ("sentinel.failover_timeout_ms".into(), s.sentinel.failover_timeout_ms, 100, LEASE_MS_MAX),
+    ];
+    let optional = [
+        ("lease.renew_ms", s.lease.renew_ms, 1, LEASE_MS_MAX),
+        ("lease.acquire_wait_ms", s.lease.acquire_wait_ms, 1, LEASE_MS_MAX),
+        ("waste_budget_ms", s.waste_budget_ms, 0, DURATION_S_MAX * 1000),
+    ];
+    checks.extend(optional.into_iter().filter_map(|(f, v, lo, hi)| v.map(|v| (f.to_owned(), v, lo, hi))));
+    for (i, f) in s.faults.iter().enumerate() {
+        let field = |k: &str| format!("faults[{i}].{k}");
+        checks.push((field("at_s"), f.at_s, 0, DURATION_S_MAX));
+        checks.push((field("duration_s"), f.duration_s, 0, DURATION_S_MAX));
+        let optional = [
+            ("latency_ms", f.latency_ms, LATENCY_MS_MAX),
+            ("jitter_ms", f.jitter_ms, LATENCY_MS_MAX),
+            ("follow_ms", f.follow_ms, LEASE_MS_MAX),
+        ];
+        checks.extend(optional.into_iter().filter_map(|(k, v, hi)| v.map(|v| (field(k), v, 0, hi))));
+        for (node, ms) in f.follow_ms_by_node.iter().flatten() {
+            checks.push((field(&format!("follow_ms_by_node.{node}")), *ms, 0, LEASE_MS_MAX));
+        }
+    }
+    if let Some(r) = &s.random {
+        checks.push(("random.from_s".into(), r.from_s, 0, DURATION_S_MAX));
+        checks.push(("random.until_s".into(), r.until_s, 0, DURATION_S_MAX));
+        checks.push(("random.max_duration_s".into(), r.max_duration_s, 1, DURATION_S_MAX));
+    }
+    if let Some((field, v, lo, hi)) = checks.into_iter().find(|(_, v, lo, hi)| !(*lo..=*hi).contains(v)) {
+        return Err((field, format!("{v} is outside {lo}..={hi}")));
+    }
+    Ok(())
+}
+
 fn validate(s: &Scenario) -> Result<(), (String, String)> {
     let bad = |field: &str, message: String| Err((field.to_owned(), message));
-    if s.name.is_empty() || !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-        return bad("name", "must be non-empty: letters, digits and '-'".into());
+    let name_ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    if s.name.is_empty() || s.name.len() > NAME_MAX || !s.name.chars().all(name_ok) {
+        return bad("name", format!("must be 1 to {NAME_MAX} characters of a-z, 0-9 and '-'"));
     }
+    ranges(s)?;
     if !(1..=16).contains(&s.nodes.count) {
         return bad("nodes.count", format!("{} is not between 1 and 16", s.nodes.count));
     }
@@ -909,6 +1002,16 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 return bad(&field(name), format!("`{n}` is not a node of this scenario (n1..n{})", s.nodes.count));
             }
         }
+        if s.nodes.follow_failovers
+            && (f.follow_ms.is_some() || f.never_follow.is_some() || f.follow_ms_by_node.is_some())
+        {
+            return bad(
+                &field("follow_ms"),
+                "with [nodes] follow_failovers every node follows a failover at once: drop follow_ms, \
+                 follow_ms_by_node and never_follow"
+                    .into(),
+            );
+        }
         if let Some(n) =
             f.never_follow.iter().flatten().find(|n| f.follow_ms_by_node.as_ref().is_some_and(|m| m.contains_key(*n)))
         {
@@ -953,6 +1056,28 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 return bad(
                     &field("duration_s"),
                     "pause_writes needs at least 2 (its probe waits 1 s for a write to block)".into(),
+                )
+            }
+            // Sentinel can take a long write pause for a dead primary and fail over on its own.
+            (FaultKind::PauseWrites, d) if s.sentinel.down_after_ms < d * 1000 + SENTINEL_MARGIN_MS => {
+                return bad(
+                    &field("duration_s"),
+                    format!(
+                        "a write pause of {d} s may make Sentinel fail over on its own (down_after_ms is {}): set \
+                         [sentinel] down_after_ms to at least {}",
+                        s.sentinel.down_after_ms,
+                        d * 1000 + SENTINEL_MARGIN_MS
+                    ),
+                )
+            }
+            (FaultKind::RedisRestart, _) if s.sentinel.down_after_ms < RESTART_DOWN_AFTER_MS => {
+                return bad(
+                    &field("kind"),
+                    format!(
+                        "a restart may make Sentinel fail over on its own (down_after_ms is {}): set [sentinel] \
+                         down_after_ms to at least {RESTART_DOWN_AFTER_MS}, or declare the failover you want",
+                        s.sentinel.down_after_ms
+                    ),
                 )
             }
             (_, 0) => return bad(&field("duration_s"), "must be at least 1".into()),

@@ -379,11 +379,12 @@ pub struct AuditRecord {
     pub call: u64,
 }
 
-/// The history file's format version (docs/history.md).
-pub const HISTORY_VERSION: u32 = 2;
+/// The history file's format version (docs/history.md). Version 3 seals the history (the
+/// snapshot's [`Seal`]); version 2 added the header's `ttl_ms`.
+pub const HISTORY_VERSION: u32 = 3;
 
 /// The oldest history version `check` and `repro` still read (judged by the rules it supports).
-pub const HISTORY_VERSION_MIN: u32 = 1;
+pub const HISTORY_VERSION_MIN: u32 = 2;
 
 /// What a scenario expects to fail on purpose (a known-unsafe configuration shown).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -443,6 +444,10 @@ pub struct Header {
     /// `[nodes] command`, the self-test's flawed build): what `leasequake repro` starts again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_command: Option<Vec<String>>,
+    /// The nodes followed any failover as Sentinel-aware clients do (`[nodes] follow_failovers`):
+    /// a role change no fault declared is then judged, not drift (version 3).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clients_follow: bool,
 }
 
 /// A fault's life: requested, verified in effect by an independent probe, healed; or failed.
@@ -511,6 +516,41 @@ pub struct Snapshot {
     /// liveness bound after it fell beyond the planned end. Absent when it ended as planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extended_ms: Option<u64>,
+    /// What a reader needs to know the history is whole (version 3; absent before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<Seal>,
+}
+
+/// The closing snapshot's account of the lines before it (docs/history.md, Integrity): a line
+/// lost, added, moved or changed after the run is noticed, and the verdict is inconclusive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seal {
+    /// The store's last audit sequence number the run recorded (`audit_after` when none): a
+    /// record cut from the end is missed by a gap check alone.
+    pub audit_last_seq: u64,
+    /// How many lines of each kind precede the snapshot.
+    pub lines: LineCounts,
+    /// SHA-256, lowercase hex, of every line as this version writes it (its JSON, then `\n`),
+    /// the snapshot included with this field empty: whitespace and line endings do not count,
+    /// content and order do.
+    pub digest: String,
+}
+
+/// Lines of each kind between the header and the snapshot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineCounts {
+    /// Node events.
+    pub node: u64,
+    /// Node lines that were not protocol events.
+    pub garbage: u64,
+    /// Store audit records.
+    pub audit: u64,
+    /// Fault steps.
+    pub fault: u64,
+    /// Observer samples.
+    pub observer: u64,
 }
 
 /// One line of a history file.

@@ -148,6 +148,9 @@ fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<Hist
     for why in &res.inconclusive {
         let _ = write!(o, "<p class=\"inconclusive\">Inconclusive: {}</p>", esc(why));
     }
+    for note in &res.notes {
+        let _ = write!(o, "<p class=\"not_applicable\">Note: {}</p>", esc(note));
+    }
     let mut v_index = 0;
     for p in res.properties.iter().filter(|p| p.status == PropertyStatus::Violated) {
         for v in &p.violations {

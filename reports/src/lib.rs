@@ -21,6 +21,10 @@ pub mod suite;
 #[cfg(test)]
 mod render_tests;
 
+mod text;
+
+pub use text::{bounded, escaped, printable, QUOTE_MAX, REASONS_MAX};
+
 pub use model::{
     CheckResult, Evidence, Expectation, Metrics, NodeMetrics, PropertyResult, PropertyStatus, Verdict, Violation,
     MAX_VIOLATIONS_KEPT,

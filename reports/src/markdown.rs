@@ -4,8 +4,9 @@ use std::fmt::Write;
 
 use crate::suite::{Shown, Suite};
 
+/// A table cell: one line, pipes escaped, control characters shown escaped, bounded.
 fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
+    crate::escaped(&text.replace('\n', " ")).replace('|', "\\|")
 }
 
 /// Renders the suite summary.

@@ -165,8 +165,12 @@ pub struct CheckResult {
     pub expectation: Option<Expectation>,
     /// Per property.
     pub properties: Vec<PropertyResult>,
-    /// Why the run is inconclusive, if it is (holes, unverified faults, garbage).
+    /// Why the run is inconclusive, if it is (holes, unverified faults, garbage, damage).
     pub inconclusive: Vec<String>,
+    /// What could not be judged or verified without making the run inconclusive (an older
+    /// history version's unverifiable integrity).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Measurements.
     pub metrics: Metrics,
 }

@@ -59,6 +59,7 @@ fn run(name: &str, verdict: Verdict, props: Vec<PropertyResult>, expected: Optio
             expectation,
             properties: props,
             inconclusive: if verdict == Verdict::Inconclusive { vec!["an observer gap of 9 s".into()] } else { vec![] },
+            notes: vec![],
             metrics: Metrics::default(),
         }),
         error: None,
@@ -192,4 +193,18 @@ fn a_long_history_is_aggregated_so_the_page_stays_light() {
     let page = crate::html::render(&s, &[None, Some(h), None, None, None]);
     assert!(page.len() < 1_500_000, "{} bytes for 200 000 writes", page.len());
     assert!(page.contains(" marks here; first: "), "marks were merged per pixel");
+}
+
+#[test]
+fn the_tally_counts_each_scenario_and_explains_every_run_that_did_not_pass() {
+    let mut suite = suite();
+    suite.scenarios.push(run("calm", Verdict::Pass, vec![], None));
+    let tally = suite.tally();
+    let first = tally.lines().next().unwrap();
+    assert!(first.starts_with("  calm") && first.contains("PASS   2"), "{tally}");
+    for r in suite.scenarios.iter().filter(|r| r.shown() != crate::suite::Shown::Pass) {
+        assert!(tally.contains(&format!("seed {}", r.seed)), "{tally}");
+        assert!(tally.contains(r.shown().label()), "{tally}");
+    }
+    assert!(!tally.contains('\u{1b}'));
 }

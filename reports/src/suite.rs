@@ -122,6 +122,13 @@ impl ScenarioRun {
     #[must_use]
     pub fn finding(&self) -> String {
         let Some(r) = &self.result else { return self.error.clone().unwrap_or_default() };
+        // An inconclusive run says why first: a violation on a damaged history or a drifted
+        // environment is not what it concluded.
+        if r.verdict == Verdict::Inconclusive {
+            if let Some(why) = r.inconclusive.first() {
+                return why.clone();
+            }
+        }
         if let Some(p) = r.properties.iter().find(|p| p.status == PropertyStatus::Violated) {
             let expected = self.expected.as_ref().is_some_and(|e| e.property == p.name);
             return format!("{}: {}{}", p.name, p.sentence, if expected { " (expected)" } else { "" });
@@ -136,6 +143,40 @@ impl ScenarioRun {
 }
 
 impl Suite {
+    /// Per scenario, in the order first run: how many runs were PASS, FAIL, XFAIL and
+    /// INCONCLUSIVE, and for every run that was not PASS its seed and the first line of why (a
+    /// false-verdict soak reads this). Indented, under the runs' own lines. Text from histories is
+    /// escaped.
+    #[must_use]
+    pub fn tally(&self) -> String {
+        use std::fmt::Write;
+        let mut order: Vec<&str> = Vec::new();
+        for r in &self.scenarios {
+            if !order.contains(&r.name.as_str()) {
+                order.push(&r.name);
+            }
+        }
+        let mut out = String::new();
+        for name in order {
+            let runs: Vec<&ScenarioRun> = self.scenarios.iter().filter(|r| r.name == name).collect();
+            let n = |s: Shown| runs.iter().filter(|r| r.shown() == s).count();
+            let _ = writeln!(
+                out,
+                "  {name:<44} PASS {:>3}  FAIL {:>3}  XFAIL {:>3}  INCONCLUSIVE {:>3}",
+                n(Shown::Pass),
+                n(Shown::Fail),
+                n(Shown::ExpectedFail),
+                n(Shown::Inconclusive)
+            );
+            for r in runs.iter().filter(|r| r.shown() != Shown::Pass) {
+                let why = r.finding();
+                let first = why.lines().next().unwrap_or_default();
+                let _ = writeln!(out, "      {:<12} seed {:<20} {}", r.shown().label(), r.seed, crate::escaped(first));
+            }
+        }
+        out
+    }
+
     /// Runs shown as `s`.
     #[must_use]
     pub fn count(&self, s: Shown) -> usize {

@@ -9,7 +9,7 @@ use super::check;
 const MS: u64 = 1_000_000;
 
 /// Builds histories: every line one step of 1 ms later than the last.
-struct H {
+pub(super) struct H {
     lines: Vec<HistoryLine>,
     seq: u64,
     t: u64,
@@ -17,7 +17,7 @@ struct H {
 
 pub(super) fn header(expected: Option<&str>) -> Header {
     Header {
-        version: 1,
+        version: leasequake_reports::history::HISTORY_VERSION,
         run_id: "r".into(),
         scenario: "s".into(),
         seed: 1,
@@ -38,29 +38,30 @@ pub(super) fn header(expected: Option<&str>) -> Header {
         ttl_ms: None,
         waste_budget_ms: None,
         node_command: None,
+        clients_follow: false,
     }
 }
 
 impl H {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self::expecting(None)
     }
     /// A history whose header records a renewal interval.
-    fn renewing_every(ms: u64) -> Self {
+    pub(super) fn renewing_every(ms: u64) -> Self {
         let mut h = Self::new();
         if let HistoryLine::Header(hd) = &mut h.lines[0] {
             hd.renew_ms = Some(ms);
         }
         h
     }
-    fn expecting(property: Option<&str>) -> Self {
+    pub(super) fn expecting(property: Option<&str>) -> Self {
         Self { lines: vec![HistoryLine::Header(header(property))], seq: 0, t: 0 }
     }
-    fn tick(&mut self) -> u64 {
+    pub(super) fn tick(&mut self) -> u64 {
         self.t += MS;
         self.t
     }
-    fn write(mut self, node: &str, fence: u64, op: StoreOp, collection: &str, accepted: bool) -> Self {
+    pub(super) fn write(mut self, node: &str, fence: u64, op: StoreOp, collection: &str, accepted: bool) -> Self {
         self.seq += 1;
         let at = self.tick();
         self.lines.push(HistoryLine::Audit(AuditRecord {
@@ -80,14 +81,14 @@ impl H {
         self
     }
     /// A whole, accepted round: create, upsert, switch, persist.
-    fn round(self, node: &str, fence: u64) -> Self {
+    pub(super) fn round(self, node: &str, fence: u64) -> Self {
         let c = format!("c{fence}");
         self.write(node, fence, StoreOp::CreateCollection, &c, true)
             .write(node, fence, StoreOp::Upsert, &c, true)
             .write(node, fence, StoreOp::SwitchAlias, &c, true)
             .write(node, fence, StoreOp::PersistRecord, &c, true)
     }
-    fn event(mut self, node: &str, kind: EventKind) -> Self {
+    pub(super) fn event(mut self, node: &str, kind: EventKind) -> Self {
         let at = self.tick();
         self.lines.push(HistoryLine::Node {
             node: node.into(),
@@ -97,10 +98,10 @@ impl H {
         });
         self
     }
-    fn fault(self, id: u64, phase: FaultPhase) -> Self {
+    pub(super) fn fault(self, id: u64, phase: FaultPhase) -> Self {
         self.fault_of("pause_node", id, phase)
     }
-    fn fault_of(mut self, kind: &str, id: u64, phase: FaultPhase) -> Self {
+    pub(super) fn fault_of(mut self, kind: &str, id: u64, phase: FaultPhase) -> Self {
         let at = self.tick();
         self.lines.push(HistoryLine::Fault(FaultEvent {
             id,
@@ -113,7 +114,7 @@ impl H {
         self
     }
     /// A fault on n1 with its verified detail (a partition's says how the Redis link was cut).
-    fn fault_seen(self, kind: &str, id: u64, detail: &str) -> Self {
+    pub(super) fn fault_seen(self, kind: &str, id: u64, detail: &str) -> Self {
         let mut h = self.fault_of(kind, id, FaultPhase::Requested);
         let at = h.tick();
         h.lines.push(HistoryLine::Fault(FaultEvent {
@@ -126,7 +127,7 @@ impl H {
         }));
         h
     }
-    fn observe(mut self, holder: Option<&str>) -> Self {
+    pub(super) fn observe(mut self, holder: Option<&str>) -> Self {
         let at = self.tick();
         self.lines.push(HistoryLine::Observer(ObserverSample {
             instance: "redis-primary".into(),
@@ -138,11 +139,24 @@ impl H {
         }));
         self
     }
-    fn wait(mut self, ms: u64) -> Self {
+    /// An observer sample of `instance` in `role`, holding no key.
+    pub(super) fn role(mut self, instance: &str, role: &str) -> Self {
+        let at = self.tick();
+        self.lines.push(HistoryLine::Observer(ObserverSample {
+            instance: instance.into(),
+            at_ns: at,
+            holder: None,
+            ttl_ms: None,
+            role: Some(role.into()),
+            error: None,
+        }));
+        self
+    }
+    pub(super) fn wait(mut self, ms: u64) -> Self {
         self.t += ms * MS;
         self
     }
-    fn end(mut self) -> Vec<HistoryLine> {
+    pub(super) fn end(mut self) -> Vec<HistoryLine> {
         let at = self.tick();
         self.lines.push(HistoryLine::Snapshot(Snapshot {
             ended_ns: at,
@@ -150,12 +164,14 @@ impl H {
             temporary_collections_left: vec![],
             extended_ms: None,
             versions: Default::default(),
+            seal: None,
         }));
+        crate::history::seal(&mut self.lines);
         self.lines
     }
 }
 
-fn token(node: &str, fence: u64) -> String {
+pub(super) fn token(node: &str, fence: u64) -> String {
     format!("{node}/f{fence}")
 }
 
@@ -388,6 +404,7 @@ fn an_expected_failure_passes_when_observed_and_fails_when_missing() {
     if let HistoryLine::Header(h) = &mut declared[0] {
         h.expected.as_mut().unwrap().also = also;
     }
+    crate::history::seal(&mut declared);
     assert_eq!(check(&declared).verdict, Verdict::Pass);
 }
 
@@ -660,4 +677,45 @@ fn keeps_renewing_names_a_reported_loss_instead_of_a_silent_watchdog() {
     });
     let s = sentence(&lost);
     assert!(s.contains("it had reported its loss (renewal_failed)") && s.contains("still acted"), "{s}");
+}
+
+#[test]
+fn a_role_change_no_failover_explains_is_drift_and_inconclusive() {
+    let roles = |h: H, primary: &str, replica: &str| h.role("redis-primary", primary).role("redis-replica", replica);
+    // Sentinel failed over on its own: the replica became master with no failover declared.
+    let drifted = roles(roles(H::new().round("n1", 1), "master", "slave"), "slave", "master").round("n1", 2).end();
+    let r = check(&drifted);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
+    assert!(
+        r.inconclusive.iter().any(|i| i.contains("drifted") && i.contains("redis-replica")),
+        "{:?}",
+        r.inconclusive
+    );
+    // Nodes that follow failovers as Sentinel-aware clients make the change part of the run.
+    let mut following = drifted.clone();
+    if let HistoryLine::Header(h) = &mut following[0] {
+        h.clients_follow = true;
+    }
+    crate::history::seal(&mut following);
+    assert_eq!(check(&following).verdict, Verdict::Pass, "{:?}", check(&following).inconclusive);
+    // The same change inside a declared failover is the fault doing its work.
+    let declared = roles(H::new().round("n1", 1), "master", "slave")
+        .fault_of("failover", 1, FaultPhase::Requested)
+        .fault_of("failover", 1, FaultPhase::Verified);
+    let declared = roles(declared, "slave", "master").fault_of("failover", 1, FaultPhase::Healed).round("n1", 2).end();
+    let r = check(&declared);
+    assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.inconclusive);
+    // An unreadable sample (no role) is no change.
+    let mut blind = roles(H::new().round("n1", 1), "master", "slave");
+    let at = blind.tick();
+    blind.lines.push(HistoryLine::Observer(ObserverSample {
+        instance: "redis-primary".into(),
+        at_ns: at,
+        holder: None,
+        ttl_ms: None,
+        role: None,
+        error: Some("exec failed".into()),
+    }));
+    let blind = roles(blind, "master", "slave").round("n1", 2).end();
+    assert_eq!(check(&blind).verdict, Verdict::Pass, "{:?}", check(&blind).inconclusive);
 }

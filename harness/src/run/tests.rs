@@ -50,7 +50,10 @@ fn a_role_that_differs_from_the_previous_sample_changed() {
     let before = sample("redis-replica", 1000, None, None, "slave");
     let after = sample("redis-replica", 1250, None, None, "master");
     let prev = Some((&before, 900 * MS));
-    assert_eq!(observed(prev, &after), vec![Observed::RoleChanged { instance: "redis-replica".into() }]);
+    assert_eq!(
+        observed(prev, &after),
+        vec![Observed::RoleChanged { instance: "redis-replica".into(), role: "master".into() }]
+    );
     assert_eq!(observed(prev, &before.clone()), vec![]);
     assert_eq!(observed(None, &after), vec![], "a first sample has nothing to differ from");
 }

@@ -233,7 +233,7 @@ fn triggers_name_any_node_event_and_refuse_near_misses() {
     assert!(t("model_call:1").fired_by(&model1) && !t("model_call:0").fired_by(&model1));
     use super::{Observed, ObservedTrigger};
     let expired = Observed::KeyExpired { node: "n1".into() };
-    let role = Observed::RoleChanged { instance: "redis-replica".into() };
+    let role = Observed::RoleChanged { instance: "redis-replica".into(), role: "master".into() };
     assert_eq!(t("key_expired"), Trigger::Observed(ObservedTrigger::KeyExpired));
     assert!(t("key_expired").fired_by_observed(&expired) && !t("key_expired").fired_by_observed(&role));
     assert!(t("role_changed").fired_by_observed(&role) && !t("role_changed").fired_by(&released));
@@ -288,4 +288,68 @@ fn a_clock_jump_moves_the_primary_or_a_named_node_by_a_bounded_nonzero_jump() {
     check(&jump("", "0"), Err(("faults[0].jump_ms", Some(18))));
     check(&jump("", "86400001"), Err(("faults[0].jump_ms", Some(18))));
     check(&jump("", "-9223372036854775808"), Err(("faults[0].jump_ms", Some(18))));
+}
+
+#[test]
+fn numbers_out_of_range_are_refused_before_any_arithmetic_names_them() {
+    let with = |from: &str, to: &str| OK.replace(from, to);
+    let fault = |extra: &str| format!("{OK}{extra}\n");
+    let huge = i64::MAX.to_string();
+    let cases: Vec<(String, &str)> = vec![
+        (with("duration_s = 30", &format!("duration_s = {huge}")), "duration_s"),
+        (with("duration_s = 30", "duration_s = 86401"), "duration_s"),
+        (with("ttl_ms = 1500", &format!("ttl_ms = {huge}")), "lease.ttl_ms"),
+        (with("ttl_ms = 1500", &format!("ttl_ms = 1500\nacquire_wait_ms = {huge}")), "lease.acquire_wait_ms"),
+        (with("at_s = 5", &format!("at_s = {huge}")), "faults[0].at_s"),
+        (with("at_s = 5\nduration_s = 3", &format!("at_s = 5\nduration_s = {huge}")), "faults[0].duration_s"),
+        (
+            with("fence_source = \"store\"", &format!("fence_source = \"store\"\nlatency_ms = {}", i64::MAX)),
+            "store.latency_ms",
+        ),
+        (
+            fault(&format!("[[faults]]\nkind = \"clock_jump\"\nat_s = 5\nduration_s = 3\njump_ms = {}", i64::MIN)),
+            "faults[1].jump_ms",
+        ),
+        (
+            fault(&format!(
+                "[random]\nfaults = 2\nkinds = [\"pause\"]\nfrom_s = 1\nuntil_s = 10\nmax_duration_s = {}",
+                u64::MAX / 1000 + 1
+            )),
+            "random.max_duration_s",
+        ),
+        (with("target = \"owner\"", "target = \"n01\""), "faults[0].target"),
+        (with("name = \"owner-paused\"", &format!("name = \"{}\"", "a".repeat(65))), "name"),
+        (with("name = \"owner-paused\"", "name = \"Owner-Paused\""), "name"),
+    ];
+    for (text, field) in cases {
+        let e = parse(Path::new("s.toml"), &text).expect_err(field);
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.line.is_some(), "{e}: names its line");
+    }
+    // The edges of the ranges are taken.
+    parse(Path::new("s.toml"), &with("name = \"owner-paused\"", &format!("name = \"{}\"", "a".repeat(64)))).unwrap();
+}
+
+#[test]
+fn control_characters_from_a_file_never_reach_the_terminal_raw() {
+    let text = OK.replace("target = \"owner\"", "target = \"n9\\u001b[2J\"");
+    let e = parse(Path::new("s.toml"), &text).unwrap_err();
+    let shown = e.to_string();
+    assert!(!shown.contains('\u{1b}'), "{shown:?}");
+    assert!(shown.contains("\\u{1b}"), "{shown:?}");
+}
+
+#[test]
+fn faults_sentinel_could_mistake_for_a_dead_primary_need_a_longer_down_after() {
+    let pause = |down_after: u64| {
+        format!("{OK}\n[[faults]]\nkind = \"pause_writes\"\nat_s = 10\nduration_s = 2\n")
+            .replace("[store]", &format!("[sentinel]\ndown_after_ms = {down_after}\n\n[store]"))
+    };
+    let e = parse(Path::new("s.toml"), &pause(1000)).unwrap_err();
+    assert_eq!(e.field, "faults[1].duration_s", "{e}");
+    assert!(e.message.contains("down_after_ms to at least 5000"), "{e}");
+    parse(Path::new("s.toml"), &pause(5000)).unwrap();
+    let restart = format!("{OK}\n[[faults]]\nkind = \"redis_restart\"\nat_s = 10\nduration_s = 1\n");
+    assert_eq!(parse(Path::new("s.toml"), &restart).unwrap_err().field, "faults[1].kind");
+    parse(Path::new("s.toml"), &restart.replace("[store]", "[sentinel]\ndown_after_ms = 3000\n\n[store]")).unwrap();
 }

@@ -191,3 +191,104 @@ fn scenarios_run_one_after_another_in_an_environment_env_up_keeps() {
     assert_eq!(running(&run_id), 0, "env up removed its environment");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `env up` in the background: the process (removed on drop) and the run id it printed.
+fn env_up(nodes: &str) -> (EnvUp, String) {
+    let mut up = EnvUp(Some(
+        Command::new(env!("CARGO_BIN_EXE_leasequake"))
+            .args(["env", "up", "--nodes", nodes])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut stdout = BufReader::new(up.0.as_mut().unwrap().stdout.take().unwrap());
+    let mut run_id = String::new();
+    for _ in 0..20 {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "env up ended before it was ready");
+        if let Some(rest) = line.strip_prefix("environment ") {
+            run_id = rest.split_whitespace().next().unwrap().to_owned();
+        }
+        if line.starts_with("Ctrl-C") {
+            break;
+        }
+    }
+    assert!(!run_id.is_empty(), "env up printed no run id");
+    (up, run_id)
+}
+
+/// A run of a scenario with no fault, during which Sentinel is made to fail over (as it did on
+/// its own during a long write pause): its exit code, its output and its run directory.
+fn run_with_an_undeclared_failover(name: &str, follow: bool) -> (Option<i32>, String, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("leasequake-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut quiet = SCENARIO.split("[[faults]]").next().unwrap().replace("duration_s = 8", "duration_s = 20");
+    if follow {
+        quiet = quiet.replace("count = 2", "count = 2\nfollow_failovers = true");
+    }
+    std::fs::write(dir.join("attached.toml"), quiet).unwrap();
+    let (_up, run_id) = env_up("2");
+    let run = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .args(["run", "attached.toml", "--env", &run_id, "--report-dir", "reports"])
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the run has begun (its suite directory exists; `latest` is linked only at the end),
+    // Sentinel fails over with no fault declared: as it did on its own during a long write pause.
+    let begun =
+        || std::fs::read_dir(dir.join("reports")).is_ok_and(|mut d| d.any(|e| e.is_ok_and(|e| e.path().is_dir())));
+    for _ in 0..300 {
+        if begun() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(begun(), "the run never began");
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let sentinel = format!("lq-{run_id}-sentinel-1");
+    let failover = Command::new("docker")
+        .args(["exec", &sentinel, "redis-cli", "-p", "26379", "SENTINEL", "FAILOVER", leasequake::env::MASTER_NAME])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&failover.stdout).contains("OK"), "{failover:?}");
+    let out = run.wait_with_output().unwrap();
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let latest = dir.join("reports").join("latest");
+    let run_dir = std::fs::read_dir(&latest).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
+    (out.status.code(), text, run_dir)
+}
+
+#[test]
+fn a_failover_no_fault_declared_is_drift_and_the_run_is_inconclusive_naming_it() {
+    let (code, out, run_dir) = run_with_an_undeclared_failover("drift", false);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.contains("INCONCLUSIVE") && out.contains("drifted") && out.contains("redis-replica"), "{out}");
+    std::fs::remove_dir_all(run_dir.ancestors().nth(3).unwrap()).unwrap();
+}
+
+#[test]
+fn with_follow_failovers_the_nodes_follow_an_undeclared_failover_and_the_run_is_judged() {
+    let (code, out, run_dir) = run_with_an_undeclared_failover("follow", true);
+    assert_eq!(code, Some(0), "{out}");
+    // The nodes followed: a round completed on the new master, after the observer saw it promoted.
+    let text = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+    let lines: Vec<HistoryLine> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let promoted = lines
+        .iter()
+        .find_map(|l| match l {
+            HistoryLine::Observer(o) if o.instance == "redis-replica" && o.role.as_deref() == Some("master") => {
+                Some(o.at_ns)
+            }
+            _ => None,
+        })
+        .expect("the observer saw redis-replica promoted");
+    let synced_after = lines.iter().any(|l| {
+        matches!(l, HistoryLine::Audit(a) if a.accepted && a.mono_ns > promoted
+            && a.op == leasequake_reports::history::StoreOp::PersistRecord)
+    });
+    assert!(synced_after, "no round completed after the failover: the nodes did not follow");
+    std::fs::remove_dir_all(run_dir.ancestors().nth(3).unwrap()).unwrap();
+}

@@ -55,3 +55,34 @@ fn an_unreadable_history_line_makes_the_run_inconclusive() {
     assert_eq!(code, 3, "{stdout}");
     assert!(stdout.contains("unreadable history line"), "{stdout}");
 }
+
+#[test]
+fn a_sealed_history_keeps_its_verdict_through_crlf_and_loses_it_to_an_edit() {
+    use leasequake_reports::history::HistoryLine;
+    // The example as the runner would write it today: version 3, sealed.
+    let mut lines: Vec<HistoryLine> = example().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    if let HistoryLine::Header(h) = &mut lines[0] {
+        h.version = 3;
+    }
+    leasequake::history::seal(&mut lines);
+    let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
+    let (code, stdout, _) = run_check(&text);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(!stdout.contains("note:"), "{stdout}");
+    // Line endings cannot matter.
+    let (code, stdout, _) = run_check(&text.replace('\n', "\r\n"));
+    assert_eq!(code, 1, "CRLF: {stdout}");
+    // Turning the stale write into a rejected one would pass; the seal says it was edited.
+    let edited = text.replace(
+        r#""fence":1,"op":"persist_record","collection":"c1","accepted":true,"reason":null"#,
+        r#""fence":1,"op":"persist_record","collection":"c1","accepted":false,"reason":"stale fence 1 < newest 2""#,
+    );
+    assert_ne!(edited, text);
+    let (code, stdout, verdicts) = run_check(&edited);
+    assert_eq!(code, 3, "{stdout}");
+    assert!(stdout.contains("inconclusive: the history is damaged") && stdout.contains("digest"), "{stdout}");
+    assert_eq!(verdicts["verdict"], "inconclusive");
+    // The hand-written example is version 2: judged, and it says what could not be verified.
+    let (_, stdout, _) = run_check(&example());
+    assert!(stdout.contains("note: history version 2 carries no seal"), "{stdout}");
+}

@@ -61,11 +61,20 @@ fn run(name: &str, top: &str, tail: &str) -> (Option<i32>, String, std::path::Pa
 
 /// `leasequake repro RUN_DIR` with its reports under `dir/replayed`: its output and its run directory.
 fn repro(run_dir: &std::path::Path, dir: &std::path::Path) -> (std::process::Output, std::path::PathBuf) {
+    repro_with(run_dir, dir, &[])
+}
+
+fn repro_with(
+    run_dir: &std::path::Path,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> (std::process::Output, std::path::PathBuf) {
     let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
         .arg("repro")
         .arg(run_dir)
         .arg("--report-dir")
         .arg(dir.join("replayed"))
+        .args(args)
         .output()
         .unwrap();
     let latest = dir.join("replayed").join("latest");
@@ -130,8 +139,13 @@ fn node_cmd_runs_the_scenario_with_another_implementation_of_the_node_protocol()
     };
     let first = run_dirs(&dir).pop().unwrap();
     assert!(python_spoke(&first), "the nodes were the Python ones");
-    // The repro of an incident found with these nodes runs these nodes, not the harness's own.
-    let (replay, second) = repro(&first, &dir);
+    // The repro of an incident found with these nodes runs these nodes, not the harness's own,
+    // but only when told to: a command read from a file is printed, not run.
+    let refused = Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("repro").arg(&first).output().unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains(&cmd) && err.contains("--run-recorded-command"), "{err}");
+    let (replay, second) = repro_with(&first, &dir, &["--run-recorded-command"]);
     assert_eq!(replay.status.code(), Some(0), "{}", String::from_utf8_lossy(&replay.stderr));
     assert!(python_spoke(&second), "the repro's nodes were the Python ones too");
     std::fs::remove_dir_all(dir).unwrap();

@@ -61,3 +61,110 @@ fn repro_given_a_suite_directory_names_its_runs_and_exits_2() {
     assert!(err.contains("is not a directory: give a run directory"), "{err}");
     std::fs::remove_dir_all(&suite).unwrap();
 }
+
+/// A run directory as a downloaded artifact might hold it: a valid scenario and schedule, and a
+/// history header whose node command is anything at all.
+fn hostile_run_dir(name: &str, schedule: &str, node_command: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("leasequake-hostile-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(root().join("smoke/no-faults.toml"), dir.join("scenario.toml")).unwrap();
+    std::fs::write(dir.join("schedule.json"), schedule).unwrap();
+    let header = format!(
+        r#"{{"kind":"header","version":3,"run_id":"r","scenario":"no-faults","seed":1,"tenant":"t","policy":"enforce","fence_source":"store","expected":null,"liveness_bound_ms":1,"node_silence_ms":1,"observer_gap_ms":1,"started_ns":1,"node_command":{node_command}}}"#
+    );
+    std::fs::write(dir.join("history.jsonl"), header + "\n").unwrap();
+    dir
+}
+
+fn leasequake(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_leasequake")).args(args).output().unwrap();
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn repro_runs_no_command_read_from_a_file_and_checks_the_schedule_first() {
+    let marker = std::env::temp_dir().join(format!("leasequake-pwned-{}", std::process::id()));
+    let sh = format!(r#"["/bin/sh","-c","touch {}"]"#, marker.display());
+    let dir = hostile_run_dir("cmd", "[]", &sh);
+    let (code, out) =
+        leasequake(&["repro".as_ref(), dir.as_os_str(), "--report-dir".as_ref(), dir.join("r").as_os_str()]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("touch") && out.contains("--node-cmd") && out.contains("--run-recorded-command"), "{out}");
+    assert!(!marker.exists(), "the recorded command ran");
+    std::fs::remove_dir_all(&dir).unwrap();
+    // A schedule naming a node, a time or a trigger that cannot be is refused before anything starts.
+    let step = |target: &str, at_ms: u64, on: &str| {
+        format!(
+            r#"[{{"id":1,"kind":"pause","target":"{target}","at_ms":{at_ms},"duration_ms":1000,"link":null,"mode":null,"latency_ms":null,"follow_ms":null,"never_follow":null,"jump_ms":null,"unreplicated_acquire":null,"on":{on},"armed_ms":null}}]"#
+        )
+    };
+    for (what, schedule, field) in [
+        ("a node that does not exist", step("n99", 1000, "null"), "target"),
+        ("a time out of range", step("n1", u64::MAX, "null"), "at_s"),
+        ("a checkpoint that does not exist", step("n1", 1000, r#""checkpoint-99""#), "on"),
+    ] {
+        let dir = hostile_run_dir("schedule", &schedule, "null");
+        let (code, out) =
+            leasequake(&["repro".as_ref(), dir.as_os_str(), "--report-dir".as_ref(), dir.join("r").as_os_str()]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(code, Some(2), "{what}: {out}");
+        assert!(out.contains("schedule.json") && out.contains(field), "{what}: {out}");
+    }
+}
+
+#[test]
+fn bad_paths_and_arguments_exit_2_naming_the_fix() {
+    let tmp = std::env::temp_dir().join(format!("leasequake-badpaths-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let file = tmp.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let smoke = root().join("smoke/no-faults.toml");
+    let nope = tmp.join("nope");
+    let cases: Vec<(&str, Vec<&std::ffi::OsStr>, &str)> = vec![
+        ("check on a missing directory", vec!["check".as_ref(), nope.as_os_str()], "not a directory"),
+        ("check without a history", vec!["check".as_ref(), tmp.as_os_str()], "has no history.jsonl"),
+        ("repro without a history", vec!["repro".as_ref(), tmp.as_os_str()], "run directory"),
+        (
+            "a report directory that is a file",
+            vec!["run".as_ref(), smoke.as_os_str(), "--report-dir".as_ref(), file.as_os_str()],
+            "is a file",
+        ),
+        (
+            "a duration that overflows",
+            vec!["run".as_ref(), smoke.as_os_str(), "--max-duration".as_ref(), "4611686018427387904m".as_ref()],
+            "outside",
+        ),
+    ];
+    for (what, args, says) in cases {
+        let (code, out) = leasequake(&args);
+        assert_eq!(code, Some(2), "{what}: {out}");
+        assert!(out.contains(says), "{what}: {out}");
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+#[test]
+fn check_bounds_what_a_garbage_history_prints_and_escapes_it() {
+    let dir = std::env::temp_dir().join(format!("leasequake-garbage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk: String = (0..50_000).map(|i| format!("not json \u{1b}[2J line {i}\n")).collect();
+    std::fs::write(dir.join("history.jsonl"), junk).unwrap();
+    let (code, out) = leasequake(&["check".as_ref(), dir.as_os_str()]);
+    let verdicts = std::fs::metadata(dir.join("verdicts.json")).unwrap().len();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.lines().count() < 100, "{} lines printed", out.lines().count());
+    assert!(out.contains("more unreadable lines"), "{out}");
+    assert!(!out.contains('\u{1b}'), "an escape sequence reached the terminal");
+    assert!(verdicts < 100_000, "verdicts.json is {verdicts} bytes");
+}
+
+#[test]
+fn a_node_command_that_cannot_start_exits_2_before_any_environment() {
+    let smoke = root().join("smoke/no-faults.toml");
+    for cmd in ["target/no-such-venv/bin/python node.py", "no-such-program-anywhere --flag"] {
+        let (code, out) = leasequake(&["run".as_ref(), smoke.as_os_str(), "--node-cmd".as_ref(), cmd.as_ref()]);
+        assert_eq!(code, Some(2), "{cmd}: {out}");
+        assert!(out.contains("node command cannot be started") && !out.contains("starting the environment"), "{out}");
+    }
+}

@@ -42,7 +42,9 @@ impl H {
             temporary_collections_left: vec![],
             versions: Default::default(),
             extended_ms: None,
+            seal: None,
         }));
+        crate::history::seal(&mut self.lines);
         let result = check(&self.lines);
         result.properties.into_iter().find(|p| p.name == property).unwrap()
     }

@@ -1,0 +1,211 @@
+//! Whether a history is whole (docs/history.md, Integrity). A history that breaks a rule is
+//! judged anyway, so a reader sees what it holds, but its verdict is INCONCLUSIVE: damage must not
+//! turn a FAIL into a PASS, nor a PASS into a FAIL. Nothing here reorders or repairs a line.
+
+use std::collections::BTreeMap;
+
+use leasequake_reports::history::{Header, HistoryLine, Snapshot};
+
+use crate::history::{sealed_digest, tally};
+
+/// The largest duration a header may carry, ms (a day): longer is no run this harness makes.
+pub(super) const HEADER_MS_MAX: u64 = 86_400_000;
+
+/// The largest stamp or sequence number a history may carry: CLOCK_MONOTONIC fits an i64, and
+/// this leaves room to add a day of nanoseconds without overflow.
+pub(super) const STAMP_MAX: u64 = i64::MAX as u64;
+
+/// What the integrity rules found: problems (the verdict is inconclusive) and notes (what could
+/// not be verified, for an older version).
+#[derive(Default)]
+pub(super) struct Integrity {
+    pub problems: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// Checks every integrity rule that `history` can be held to.
+pub(super) fn integrity(history: &[HistoryLine]) -> Integrity {
+    let mut out = Integrity::default();
+    structure(history, &mut out.problems);
+    let header = history.iter().find_map(|l| if let HistoryLine::Header(h) = l { Some(h) } else { None });
+    let snapshot = history.iter().rev().find_map(|l| if let HistoryLine::Snapshot(s) = l { Some(s) } else { None });
+    if let Some(h) = header {
+        header_ranges(h, &mut out.problems);
+    }
+    stamps(history, header, snapshot, &mut out.problems);
+    audit_order(history, header.map_or(0, |h| h.audit_after), &mut out.problems);
+    match (header, snapshot) {
+        (Some(h), Some(s)) if h.version >= 3 => sealed(history, h, s, &mut out.problems),
+        (Some(h), _) if h.version < 3 => out.notes.push(format!(
+            "history version {} carries no seal (line counts, last audit sequence, digest): its integrity could not be verified",
+            h.version
+        )),
+        _ => {}
+    }
+    out
+}
+
+/// The header is line 1 and the snapshot the last line, each exactly once.
+fn structure(history: &[HistoryLine], out: &mut Vec<String>) {
+    let last = history.len().saturating_sub(1);
+    for (i, l) in history.iter().enumerate() {
+        match l {
+            HistoryLine::Header(_) if i != 0 => {
+                out.push(format!("line {}: a header after line 1 (a history has one header, first)", i + 1));
+            }
+            HistoryLine::Snapshot(_) if i != last => out.push(format!(
+                "line {}: a snapshot before the last line (a history has one snapshot, last; {} line(s) follow it)",
+                i + 1,
+                last - i
+            )),
+            _ => {}
+        }
+    }
+    if !history.is_empty() && !matches!(history[0], HistoryLine::Header(_)) {
+        out.push("line 1 is not the header".into());
+    }
+}
+
+/// The header's durations within a day, its stamps within [`STAMP_MAX`].
+fn header_ranges(h: &Header, out: &mut Vec<String>) {
+    let durations = [
+        ("liveness_bound_ms", Some(h.liveness_bound_ms)),
+        ("node_silence_ms", Some(h.node_silence_ms)),
+        ("observer_gap_ms", Some(h.observer_gap_ms)),
+        ("renew_ms", h.renew_ms),
+        ("ttl_ms", h.ttl_ms),
+        ("waste_budget_ms", h.waste_budget_ms),
+    ];
+    for (field, v) in durations {
+        if let Some(v) = v.filter(|v| *v > HEADER_MS_MAX) {
+            out.push(format!("line 1: header field `{field}` is {v}, outside 0..={HEADER_MS_MAX}"));
+        }
+    }
+    for (field, v) in [("started_ns", h.started_ns), ("audit_after", h.audit_after)] {
+        if v > STAMP_MAX {
+            out.push(format!("line 1: header field `{field}` is {v}, outside 0..={STAMP_MAX}"));
+        }
+    }
+}
+
+/// Where a line's receipt stamp comes from: one writer stamps each source in order, so within a
+/// source the stamps never go backwards.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Source<'a> {
+    Node(&'a str, u64),
+    Garbage(&'a str),
+    Faults,
+    Observer(&'a str),
+    Audit,
+}
+
+impl Source<'_> {
+    fn name(self) -> String {
+        match self {
+            Source::Node(node, inc) => format!("{node}'s lines (incarnation {inc})"),
+            Source::Garbage(node) => format!("{node}'s unreadable lines"),
+            Source::Faults => "the fault lines".into(),
+            Source::Observer(instance) => format!("the observer's samples of {instance}"),
+            Source::Audit => "the store's audit records".into(),
+        }
+    }
+}
+
+fn source(l: &HistoryLine) -> Option<(Source<'_>, u64)> {
+    match l {
+        HistoryLine::Node { node, incarnation, received_ns, .. } => {
+            Some((Source::Node(node, *incarnation), *received_ns))
+        }
+        HistoryLine::Garbage { node, received_ns, .. } => Some((Source::Garbage(node), *received_ns)),
+        HistoryLine::Fault(f) => Some((Source::Faults, f.at_ns)),
+        HistoryLine::Observer(o) => Some((Source::Observer(&o.instance), o.at_ns)),
+        HistoryLine::Audit(a) => Some((Source::Audit, a.mono_ns)),
+        HistoryLine::Header(_) | HistoryLine::Snapshot(_) => None,
+    }
+}
+
+/// Within each source stamps never go backwards, and every stamp lies within the run.
+fn stamps(history: &[HistoryLine], header: Option<&Header>, snapshot: Option<&Snapshot>, out: &mut Vec<String>) {
+    let started = header.map_or(0, |h| h.started_ns);
+    let ended = snapshot.map_or(STAMP_MAX, |s| s.ended_ns);
+    if ended < started {
+        out.push(format!("the snapshot's `ended_ns` {ended} is before the header's `started_ns` {started}"));
+    }
+    let mut last: BTreeMap<Source, (u64, usize)> = BTreeMap::new();
+    let mut outside = 0u64;
+    for (i, l) in history.iter().enumerate() {
+        let Some((src, at)) = source(l) else { continue };
+        if at < started || at > ended {
+            if outside == 0 {
+                out.push(format!(
+                    "line {}: stamp {at} of {} is outside the run ({started} to {ended})",
+                    i + 1,
+                    src.name()
+                ));
+            }
+            outside += 1;
+        }
+        if let Some((prev, line)) = last.insert(src, (at, i + 1)) {
+            if at < prev {
+                out.push(format!(
+                    "line {}: {} go back in time ({} ns before line {line}): lines were moved or changed",
+                    i + 1,
+                    src.name(),
+                    prev - at
+                ));
+            }
+        }
+    }
+    if outside > 1 {
+        out.push(format!("{outside} line(s) in all are stamped outside the run"));
+    }
+}
+
+/// Audit records appear in store order: sequence numbers from `audit_after + 1`, each one more
+/// than the last.
+fn audit_order(history: &[HistoryLine], after: u64, out: &mut Vec<String>) {
+    let mut expected = after.saturating_add(1);
+    for (i, l) in history.iter().enumerate() {
+        let HistoryLine::Audit(a) = l else { continue };
+        if a.seq != expected {
+            out.push(format!(
+                "line {}: audit record seq {} where seq {expected} was due (records lost, added or moved)",
+                i + 1,
+                a.seq
+            ));
+            return;
+        }
+        expected = expected.saturating_add(1);
+    }
+}
+
+/// A version-3 history matches its seal: line counts, last audit sequence number, digest.
+fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, out: &mut Vec<String>) {
+    let Some(seal) = &s.seal else {
+        out.push(format!("the snapshot carries no seal (history version {} requires one)", h.version));
+        return;
+    };
+    let before = match history.split_last() {
+        Some((HistoryLine::Snapshot(_), before)) => before,
+        _ => history,
+    };
+    let (counts, last_seq) = tally(before, h.audit_after);
+    if counts != seal.lines {
+        out.push(format!(
+            "the lines do not add up to the seal's counts (recorded {:?}, found {counts:?}): lines were lost or added",
+            seal.lines
+        ));
+    }
+    if last_seq != seal.audit_last_seq {
+        out.push(format!(
+            "the last audit record is seq {last_seq}, the seal says {}: audit records were lost or added",
+            seal.audit_last_seq
+        ));
+    }
+    if sealed_digest(before, s) != seal.digest {
+        out.push("the lines do not match the seal's digest: a line was changed, added, removed or moved".into());
+    }
+}
+
+#[cfg(test)]
+mod tests;
