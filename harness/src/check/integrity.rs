@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use leasequake_reports::history::{Header, HistoryLine, Snapshot};
+use leasequake_reports::history::{Header, HistoryLine, LineCounts, Snapshot};
 
 use crate::history::{sealed_digest, tally};
 
@@ -191,9 +191,16 @@ fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, out: &mut Vec<Strin
     };
     let (counts, last_seq) = tally(before, h.audit_after);
     if counts != seal.lines {
+        let shown = |c: &LineCounts| {
+            format!(
+                "{} node, {} garbage, {} audit, {} fault, {} observer",
+                c.node, c.garbage, c.audit, c.fault, c.observer
+            )
+        };
         out.push(format!(
-            "the lines do not add up to the seal's counts (recorded {:?}, found {counts:?}): lines were lost or added",
-            seal.lines
+            "the lines do not add up to the seal's counts (recorded {}; found {}): lines were lost or added",
+            shown(&seal.lines),
+            shown(&counts)
         ));
     }
     if last_seq != seal.audit_last_seq {
