@@ -126,6 +126,14 @@ impl<'a> Faults<'a> {
 /// Judges a history.
 #[must_use]
 pub fn check(history: &[HistoryLine]) -> CheckResult {
+    check_read(history, None)
+}
+
+/// Judges a history read from a file, given the hash of its lines but the last as they were read
+/// (`history::read_hashed`): the seal is checked against the file's own bytes, and no line is
+/// written again to hash it. With `None` the lines are written again (a history in memory).
+#[must_use]
+pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) -> CheckResult {
     let mut inconclusive = Vec::new();
     let mut header: Option<&Header> = None;
     let mut snapshot: Option<&Snapshot> = None;
@@ -167,7 +175,7 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
         inconclusive.push("the history has no closing snapshot: the run did not finish recording".into());
     }
     // Whole or not: a damaged history is judged for the reader, never reordered or repaired.
-    let whole = integrity::integrity(history);
+    let whole = integrity::integrity(history, before_last);
     let damaged = !whole.problems.is_empty();
     inconclusive.extend(whole.problems.iter().map(|p| format!("the history is damaged: {p}")));
     let started = header.map_or(0, |h| h.started_ns);

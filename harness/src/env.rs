@@ -38,6 +38,9 @@ pub const LABEL_PID: &str = "io.leasequake.pid";
 pub const LABEL_PID_START: &str = "io.leasequake.pid-start";
 /// What created the object (`run`, `env-up`, `test`), so `env down` removes only `env up`'s.
 pub const LABEL_ORIGIN: &str = "io.leasequake.origin";
+/// How long attaching waits for a running environment to be ready.
+const ATTACH_READY_LIMIT: Duration = Duration::from_secs(15);
+
 /// The name Sentinel monitors the primary under.
 pub const MASTER_NAME: &str = "leasequake";
 /// The roles of an environment's containers.
@@ -472,6 +475,7 @@ impl Environment {
     }
 
     async fn wait_ready(&self, limit: Duration) -> Result<(), HarnessError> {
+        // (`ATTACH_READY_LIMIT` for an environment attached to, the start-up limit for a new one.)
         let deadline = Instant::now() + limit;
         let mut last = String::from("not checked yet");
         // Bounded by `limit`.
@@ -610,8 +614,10 @@ impl Environment {
                  (`env up` prints it) with --redis-password-file, or set LEASEQUAKE_REDIS_PASSWORD"
             )));
         }
-        if let Some(why) = env.not_ready().await {
-            return Err(problem(format!("environment {run_id} is not ready: {why}")));
+        // A Sentinel's view can flap for a moment after start-up or a run (a replica briefly seen
+        // down): readiness is waited for, bounded, not sampled once.
+        if let Err(e) = env.wait_ready(ATTACH_READY_LIMIT).await {
+            return Err(problem(format!("environment {run_id} is not ready: {e}")));
         }
         Ok(env)
     }

@@ -9,7 +9,7 @@ use leasequake_reports::history::{Header, HistoryLine, LineCounts, Seal, Snapsho
 use leasequake_reports::{printable, CheckResult, Verdict, REASONS_MAX};
 use sha2::{Digest, Sha256};
 
-use crate::check::check;
+use crate::check::check_read;
 use crate::error::HarnessError;
 
 /// The history's file name in a run directory.
@@ -24,7 +24,75 @@ fn io(path: &Path, e: impl std::fmt::Display) -> HarnessError {
 /// Reads a history: the lines that parse, and a description of the first lines that do not
 /// (at most [`REASONS_MAX`], then how many more).
 pub fn read(path: &Path) -> Result<(Vec<HistoryLine>, Vec<String>), HarnessError> {
+    read_hashed(path).map(|(lines, unreadable, _)| (lines, unreadable))
+}
+
+/// A history's header, read from its first line alone (a history can be large); `None` when
+/// that line is no header.
+pub fn read_header(path: &Path) -> Result<Option<Header>, HarnessError> {
     let file = File::open(path).map_err(|e| io(path, e))?;
+    let mut first = String::new();
+    BufReader::new(file).read_line(&mut first).map_err(|e| io(path, e))?;
+    Ok(match serde_json::from_str(&first) {
+        Ok(HistoryLine::Header(h)) => Some(h),
+        _ => None,
+    })
+}
+
+/// The digest a sealed history's snapshot must carry: SHA-256 (lowercase hex) of every line
+/// before it as this version writes it (its JSON, then `\n`: a parsed line writes back the
+/// same), and of the snapshot itself with an empty digest (its own fields, counts included, are
+/// covered too).
+#[must_use]
+pub fn sealed_digest(before: &[HistoryLine], snapshot: &Snapshot) -> String {
+    let mut h = Sha256::new();
+    for l in before {
+        h.update(serde_json::to_vec(l).unwrap_or_default());
+        h.update(b"\n");
+    }
+    finish_sealed_digest(h, snapshot)
+}
+
+/// [`sealed_digest`] from the hash of the lines before the snapshot as they were read (see
+/// [`read_hashed`]): no line is written again.
+#[must_use]
+pub fn finish_sealed_digest(mut before: Sha256, snapshot: &Snapshot) -> String {
+    let mut blank = snapshot.clone();
+    if let Some(seal) = blank.seal.as_mut() {
+        seal.digest.clear();
+    }
+    before.update(serde_json::to_vec(&HistoryLine::Snapshot(blank)).unwrap_or_default());
+    before.update(b"\n");
+    before.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Hashes a history's lines as they are read, trimmed (so CRLF endings do not count): the
+/// returned state covers every non-blank line but the last, which is the snapshot's place.
+#[derive(Default)]
+pub struct LineHasher {
+    before_last: Sha256,
+    all: Sha256,
+}
+
+impl LineHasher {
+    /// One more non-blank line.
+    pub fn line(&mut self, line: &str) {
+        self.before_last = self.all.clone();
+        self.all.update(line.trim().as_bytes());
+        self.all.update(b"\n");
+    }
+    /// The hash of every line but the last.
+    #[must_use]
+    pub fn before_last(self) -> Sha256 {
+        self.before_last
+    }
+}
+
+/// [`read`], and the hash of every line but the last as written in the file (the seal is checked
+/// from it, with no line written again: a history of a million lines is hashed as it is read).
+pub fn read_hashed(path: &Path) -> Result<(Vec<HistoryLine>, Vec<String>, Sha256), HarnessError> {
+    let file = File::open(path).map_err(|e| io(path, e))?;
+    let mut hasher = LineHasher::default();
     let mut lines = Vec::new();
     let mut unreadable = Vec::new();
     let mut more = 0u64;
@@ -33,6 +101,7 @@ pub fn read(path: &Path) -> Result<(Vec<HistoryLine>, Vec<String>), HarnessError
         if line.trim().is_empty() {
             continue;
         }
+        hasher.line(&line);
         match serde_json::from_str(&line) {
             Ok(l) => lines.push(l),
             Err(_) if unreadable.len() >= REASONS_MAX => more += 1,
@@ -48,44 +117,7 @@ pub fn read(path: &Path) -> Result<(Vec<HistoryLine>, Vec<String>), HarnessError
     if more > 0 {
         unreadable.push(format!("... and {more} more unreadable lines"));
     }
-    Ok((lines, unreadable))
-}
-
-/// A history's header, read from its first line alone (a history can be large); `None` when
-/// that line is no header.
-pub fn read_header(path: &Path) -> Result<Option<Header>, HarnessError> {
-    let file = File::open(path).map_err(|e| io(path, e))?;
-    let mut first = String::new();
-    BufReader::new(file).read_line(&mut first).map_err(|e| io(path, e))?;
-    Ok(match serde_json::from_str(&first) {
-        Ok(HistoryLine::Header(h)) => Some(h),
-        _ => None,
-    })
-}
-
-/// SHA-256 (lowercase hex) of `lines` as this version writes them: each one's JSON, then `\n`.
-/// A parsed line writes back the same, so whitespace and line endings do not count.
-#[must_use]
-pub fn digest<'a>(lines: impl IntoIterator<Item = &'a HistoryLine>) -> String {
-    let mut h = Sha256::new();
-    for l in lines {
-        // A history line always serializes (plain data, string keys).
-        h.update(serde_json::to_vec(l).unwrap_or_default());
-        h.update(b"\n");
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The digest a sealed history's snapshot must carry: of every line before it, and of the
-/// snapshot itself with an empty digest (so its own fields, counts included, are covered too).
-#[must_use]
-pub fn sealed_digest(before: &[HistoryLine], snapshot: &Snapshot) -> String {
-    let mut blank = snapshot.clone();
-    if let Some(seal) = blank.seal.as_mut() {
-        seal.digest.clear();
-    }
-    let last = HistoryLine::Snapshot(blank);
-    digest(before.iter().chain(std::iter::once(&last)))
+    Ok((lines, unreadable, hasher.before_last()))
 }
 
 /// What each kind of line adds up to, and the last audit sequence number (`after` when none).
@@ -145,8 +177,8 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), HarnessError> {
 
 /// Re-judges the history in run directory `dir` and rewrites its `verdicts.json`.
 pub fn check_dir(dir: &Path) -> Result<CheckResult, HarnessError> {
-    let (lines, unreadable) = read(&dir.join(HISTORY_FILE))?;
-    let mut result = check(&lines);
+    let (lines, unreadable, before_last) = read_hashed(&dir.join(HISTORY_FILE))?;
+    let mut result = check_read(&lines, Some(before_last));
     if !unreadable.is_empty() {
         // An unreadable line is a line the checker could not judge: nothing stands on the rest.
         result.inconclusive = unreadable.into_iter().chain(std::mem::take(&mut result.inconclusive)).collect();

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use leasequake_reports::history::{Header, HistoryLine, LineCounts, Snapshot};
 
-use crate::history::{sealed_digest, tally};
+use crate::history::{finish_sealed_digest, sealed_digest, tally};
 
 /// The largest duration a header may carry, ms (a day): longer is no run this harness makes.
 pub(super) const HEADER_MS_MAX: u64 = 86_400_000;
@@ -24,7 +24,7 @@ pub(super) struct Integrity {
 }
 
 /// Checks every integrity rule that `history` can be held to.
-pub(super) fn integrity(history: &[HistoryLine]) -> Integrity {
+pub(super) fn integrity(history: &[HistoryLine], before_last: Option<sha2::Sha256>) -> Integrity {
     let mut out = Integrity::default();
     structure(history, &mut out.problems);
     let header = history.iter().find_map(|l| if let HistoryLine::Header(h) = l { Some(h) } else { None });
@@ -35,7 +35,7 @@ pub(super) fn integrity(history: &[HistoryLine]) -> Integrity {
     stamps(history, header, snapshot, &mut out.problems);
     audit_order(history, header.map_or(0, |h| h.audit_after), &mut out.problems);
     match (header, snapshot) {
-        (Some(h), Some(s)) if h.version >= 3 => sealed(history, h, s, &mut out.problems),
+        (Some(h), Some(s)) if h.version >= 3 => sealed(history, h, s, before_last, &mut out.problems),
         (Some(h), _) if h.version < 3 => out.notes.push(format!(
             "history version {} carries no seal (line counts, last audit sequence, digest): its integrity could not be verified",
             h.version
@@ -180,7 +180,7 @@ fn audit_order(history: &[HistoryLine], after: u64, out: &mut Vec<String>) {
 }
 
 /// A version-3 history matches its seal: line counts, last audit sequence number, digest.
-fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, out: &mut Vec<String>) {
+fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, before_last: Option<sha2::Sha256>, out: &mut Vec<String>) {
     let Some(seal) = &s.seal else {
         out.push(format!("the snapshot carries no seal (history version {} requires one)", h.version));
         return;
@@ -209,7 +209,13 @@ fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, out: &mut Vec<Strin
             seal.audit_last_seq
         ));
     }
-    if sealed_digest(before, s) != seal.digest {
+    // The file's own bytes when it was read (the snapshot is its last line: `structure` says so
+    // otherwise), else the lines written again.
+    let digest = match before_last {
+        Some(h) => finish_sealed_digest(h, s),
+        None => sealed_digest(before, s),
+    };
+    if digest != seal.digest {
         out.push("the lines do not match the seal's digest: a line was changed, added, removed or moved".into());
     }
 }

@@ -81,8 +81,9 @@ fn interrupt(up: &std::process::Child) {
 }
 
 /// `env up`, interrupted and waited for if the test ends early (a failed assertion), so neither
-/// the process nor its environment outlives the test.
-struct EnvUp(Option<std::process::Child>);
+/// the process nor its environment outlives the test; with its output, kept open until then
+/// (closed, `env up` would die of a broken pipe at Ctrl-C and leave its environment).
+struct EnvUp(Option<std::process::Child>, Option<BufReader<std::process::ChildStdout>>);
 
 impl Drop for EnvUp {
     fn drop(&mut self) {
@@ -98,27 +99,7 @@ fn scenarios_run_one_after_another_in_an_environment_env_up_keeps() {
     let dir = std::env::temp_dir().join(format!("leasequake-attach-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("attached.toml"), SCENARIO).unwrap();
-    let mut up = EnvUp(Some(
-        Command::new(env!("CARGO_BIN_EXE_leasequake"))
-            .args(["env", "up", "--nodes", "2"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
-    let mut stdout = BufReader::new(up.0.as_mut().unwrap().stdout.take().unwrap());
-    let mut run_id = String::new();
-    for _ in 0..20 {
-        let mut line = String::new();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "env up ended before it was ready");
-        if let Some(rest) = line.strip_prefix("environment ") {
-            run_id = rest.split_whitespace().next().unwrap().to_owned();
-        }
-        if line.starts_with("Ctrl-C") {
-            break;
-        }
-    }
-    assert!(!run_id.is_empty(), "env up printed no run id");
+    let (mut up, run_id) = env_up("2");
 
     // Two runs in the same environment, each judged on its own records.
     let args = ["run", "attached.toml", "--env", &run_id, "--report-dir", "reports"];
@@ -194,14 +175,17 @@ fn scenarios_run_one_after_another_in_an_environment_env_up_keeps() {
 
 /// `env up` in the background: the process (removed on drop) and the run id it printed.
 fn env_up(nodes: &str) -> (EnvUp, String) {
-    let mut up = EnvUp(Some(
-        Command::new(env!("CARGO_BIN_EXE_leasequake"))
-            .args(["env", "up", "--nodes", nodes])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
+    let mut up = EnvUp(
+        Some(
+            Command::new(env!("CARGO_BIN_EXE_leasequake"))
+                .args(["env", "up", "--nodes", nodes])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        ),
+        None,
+    );
     let mut stdout = BufReader::new(up.0.as_mut().unwrap().stdout.take().unwrap());
     let mut run_id = String::new();
     for _ in 0..20 {
@@ -215,6 +199,7 @@ fn env_up(nodes: &str) -> (EnvUp, String) {
         }
     }
     assert!(!run_id.is_empty(), "env up printed no run id");
+    up.1 = Some(stdout);
     (up, run_id)
 }
 
