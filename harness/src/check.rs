@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use acquisition::Ends;
 use leasequake_reports::history::{
-    AuditRecord, EventKind, FaultEvent, FaultPhase, Header, HistoryLine, ObserverSample, Snapshot, StoreOp,
+    AuditRecord, EnvEvent, EventKind, FaultEvent, FaultPhase, Header, HistoryLine, ObserverSample, Snapshot, StoreOp,
     HISTORY_VERSION, HISTORY_VERSION_MIN,
 };
 use leasequake_reports::{
@@ -141,6 +141,7 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
     let mut nodes: Vec<NodeLine> = Vec::new();
     let mut faults: Vec<&FaultEvent> = Vec::new();
     let mut observer: Vec<&ObserverSample> = Vec::new();
+    let mut environment: Vec<&EnvEvent> = Vec::new();
     for line in history {
         match line {
             HistoryLine::Header(h) => header = Some(h),
@@ -161,6 +162,7 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
             )),
             HistoryLine::Fault(f) => faults.push(f),
             HistoryLine::Observer(o) => observer.push(o),
+            HistoryLine::Environment(e) => environment.push(e),
         }
     }
     match header {
@@ -184,7 +186,8 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
     fault_holes(&faults, &mut inconclusive);
     // An environment that drifted tests another scenario: like damage, no verdict stands on it.
     let follow = header.is_some_and(|h| h.clients_follow);
-    let drifted = drift(&observer, &windows, started, follow, &mut inconclusive);
+    let drifted = drift::roles(&observer, &windows, started, follow, &mut inconclusive)
+        | drift::environment(&environment, &windows, started, &mut inconclusive);
     if let Some(h) = header {
         silence_holes(h, &nodes, &observer, &windows, end_ns, &mut inconclusive);
     }
@@ -572,35 +575,6 @@ fn liveness(header: Option<&Header>, audit: &[&AuditRecord], faults: &[&FaultEve
     }
 }
 
-/// A Redis instance whose role changed while no failover was declared in effect: the environment
-/// drifted (Sentinel failed over on its own, say during a long write pause), and the run no longer
-/// tests its scenario: the nodes' proxies still point where the scenario put them. Not the
-/// implementation's doing, so inconclusive, naming the instance and when (the first per instance).
-/// With `follow` (the nodes followed failovers as Sentinel-aware clients) a role change is part of
-/// the run, judged like any other moment.
-fn drift(observer: &[&ObserverSample], faults: &Faults, started_ns: u64, follow: bool, out: &mut Vec<String>) -> bool {
-    if follow {
-        return false;
-    }
-    let secs = |ns: u64| ns.saturating_sub(started_ns) as f64 / 1e9;
-    let mut last: BTreeMap<&str, (&str, u64)> = BTreeMap::new();
-    let mut named: HashSet<&str> = HashSet::new();
-    for o in observer {
-        let Some(role) = o.role.as_deref() else { continue };
-        let Some((was, since)) = last.insert(&o.instance, (role, o.at_ns)) else { continue };
-        if was != role && !faults.covers_any("failover", since, o.at_ns) && named.insert(&o.instance) {
-            out.push(format!(
-                "the environment drifted: {} went from {was} to {role} between {:.1} s and {:.1} s with no failover declared \
-                 in effect (Sentinel failed over on its own?); the nodes were not told, so the run no longer tests its scenario",
-                o.instance,
-                secs(since),
-                secs(o.at_ns)
-            ));
-        }
-    }
-    !named.is_empty()
-}
-
 fn fault_holes(faults: &[&FaultEvent], inconclusive: &mut Vec<String>) {
     let mut seen: BTreeMap<u64, (&str, &str, Vec<FaultPhase>)> = BTreeMap::new();
     for f in faults {
@@ -853,5 +827,7 @@ fn measure<'a>(
 mod tests;
 
 mod integrity;
+
+mod drift;
 
 mod acquisition;

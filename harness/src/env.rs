@@ -420,6 +420,66 @@ impl Environment {
         }
     }
 
+    /// Runs `cmd` in the container of `role` for as long as it lasts or until `stop`, handing each
+    /// line of its output to `line` as it comes; at most `max_lines` lines. Starting it waits 5 s
+    /// at most; the output then runs as long as the command does, bounded by `stop`.
+    pub async fn follow(
+        &self,
+        role: &str,
+        cmd: &[&str],
+        stop: &tokio_util::sync::CancellationToken,
+        max_lines: usize,
+        mut line: impl FnMut(&str),
+    ) -> Result<(), HarnessError> {
+        let id = self.containers.get(role).ok_or_else(|| docker_err("exec", format!("no container {role}")))?;
+        let opts = CreateExecOptions {
+            cmd: Some(cmd.to_vec()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            ..Default::default()
+        };
+        let start = async {
+            let exec = self.docker.create_exec(id, opts).await?;
+            self.docker.start_exec(&exec.id, None).await
+        };
+        let started = match tokio::time::timeout(Duration::from_secs(5), start).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(docker_err(&format!("exec in {role}"), e)),
+            Err(_) => return Err(docker_err(&format!("exec in {role}"), "no answer within 5 s")),
+        };
+        let StartExecResults::Attached { mut output, .. } = started else { return Ok(()) };
+        let (mut pending, mut seen) = (String::new(), 0usize);
+        // Bounded by `stop`, by the command's end and by `max_lines`.
+        while seen < max_lines {
+            let chunk = tokio::select! {
+                () = stop.cancelled() => break,
+                c = output.next() => c,
+            };
+            let message = match chunk {
+                None => break,
+                Some(Err(e)) => return Err(docker_err(&format!("exec in {role}"), e)),
+                Some(Ok(LogOutput::StdOut { message } | LogOutput::StdErr { message })) => message,
+                Some(Ok(_)) => continue,
+            };
+            pending.push_str(&String::from_utf8_lossy(&message));
+            while let Some(end) = pending.find('\n') {
+                line(pending[..end].trim_end());
+                pending.drain(..=end);
+                seen += 1;
+            }
+            // A line longer than this is not a Sentinel's: keep the memory bounded.
+            if pending.len() > 64 * 1024 {
+                pending.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// The role and container id of every container of the environment.
+    pub fn containers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.containers.iter().map(|(r, id)| (*r, id.as_str()))
+    }
+
     /// `redis-cli` against the Redis instance (or Sentinel) of `role`, authenticated.
     pub async fn redis_cli(&self, role: &str, args: &[&str]) -> Result<String, HarnessError> {
         let mut cmd = vec!["redis-cli", "--no-auth-warning"];

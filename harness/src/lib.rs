@@ -45,6 +45,7 @@ pub mod scenario;
 pub mod selftest;
 pub mod store;
 pub mod supervisor;
+pub mod watch;
 
 // The harness is the production build of the node: it must never link a flawed lease. Cargo
 // unifies features across a build, so one `redis-lease/flaws` on any dependency line would leak

@@ -929,7 +929,10 @@ async fn drive(
         stop_observer.cancel();
         out
     };
-    let ((nodes, still_applied, extended_ms), (), ()) = tokio::join!(schedule, observer, router);
+    // The environment's own changes (containers, Sentinels, proxies), until the observer stops.
+    let pushed = |l: HistoryLine| push(&lines, l);
+    let watcher = crate::watch::watch(env, s.nodes.count, &pushed, &stop_observer);
+    let ((nodes, still_applied, extended_ms), (), (), ()) = tokio::join!(schedule, observer, router, watcher);
     progress.phase("stopping the nodes");
     for (_, (n, _)) in nodes {
         n.stop(Duration::from_secs(5)).await;

@@ -379,9 +379,10 @@ pub struct AuditRecord {
     pub call: u64,
 }
 
-/// The history file's format version (docs/history.md). Version 3 seals the history (the
-/// snapshot's [`Seal`]); version 2 added the header's `ttl_ms`.
-pub const HISTORY_VERSION: u32 = 3;
+/// The history file's format version (docs/history.md). Version 4 adds the environment's events
+/// ([`EnvEvent`]); version 3 seals the history (the snapshot's [`Seal`]); version 2 added the
+/// header's `ttl_ms`.
+pub const HISTORY_VERSION: u32 = 4;
 
 /// The oldest history version `check` and `repro` still read (judged by the rules it supports).
 pub const HISTORY_VERSION_MIN: u32 = 2;
@@ -500,6 +501,45 @@ pub struct ObserverSample {
     pub error: Option<String>,
 }
 
+/// What changed in the environment while the run ran, by the watcher that saw it (version 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvChange {
+    /// A container stopped running (Docker's `die`).
+    ContainerDied,
+    /// A container started (Docker's `start`).
+    ContainerStarted,
+    /// A container was frozen or thawed (Docker's `pause`, `unpause`), or ran out of memory (`oom`).
+    ContainerOther,
+    /// A Sentinel announced a new master (`+switch-master`).
+    SwitchMaster,
+    /// Any other Sentinel announcement (`+sdown`, `+odown`, `-sdown`, `+try-failover`, ...): shown,
+    /// never drift on its own.
+    Sentinel,
+    /// A proxy of the nodes' links went missing from the proxy server, or was disabled.
+    ProxyChanged,
+    /// The proxy server's API did not answer three polls in a row.
+    ProxyUnreachable,
+}
+
+/// One change the environment's watchers saw: Docker's events, the Sentinels' announcements, the
+/// proxy server's list of proxies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvEvent {
+    /// What changed.
+    pub change: EnvChange,
+    /// What it happened to: a container's role (`redis-primary`, `sentinel-2`, `proxy`), a proxy
+    /// (`n1-redis`).
+    pub subject: String,
+    /// Who saw it: `docker`, `sentinel-1`, `proxy-api`.
+    pub source: String,
+    /// CLOCK_MONOTONIC, ns: when it happened (Docker's own time) or was seen (the others).
+    pub at_ns: u64,
+    /// The watcher's words (the Sentinel's announcement, the exit code).
+    pub detail: String,
+}
+
 /// The runner's last line: what was left when the run ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -551,6 +591,14 @@ pub struct LineCounts {
     pub fault: u64,
     /// Observer samples.
     pub observer: u64,
+    /// Environment events (version 4; absent when none, so a version 3 seal reads as written).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub environment: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One line of a history file.
@@ -587,6 +635,8 @@ pub enum HistoryLine {
     Fault(FaultEvent),
     /// One observer sample.
     Observer(ObserverSample),
+    /// One change in the environment (version 4).
+    Environment(EnvEvent),
     /// Last line.
     Snapshot(Snapshot),
 }

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 
-use crate::history::{EventKind, FaultPhase, HistoryLine};
+use crate::history::{EnvChange, EventKind, FaultPhase, HistoryLine};
 use crate::junit::xml as esc;
 use crate::suite::{ScenarioRun, Shown, Suite};
 use crate::PropertyStatus;
@@ -297,6 +297,26 @@ fn node_colour(node: &str) -> &'static str {
     PALETTE[n.saturating_sub(1) % PALETTE.len()]
 }
 
+/// One mark per environment event on its lane (centred at `mid`): a Sentinel's announcement in
+/// grey, a container or proxy change in orange, each titled with what changed and who saw it.
+fn environment_marks(o: &mut String, h: &[HistoryLine], mid: f64, at: impl Fn(u64) -> (f64, f64)) {
+    for l in h {
+        let HistoryLine::Environment(e) = l else { continue };
+        let (xe, t) = at(e.at_ns);
+        let fill = match e.change {
+            EnvChange::Sentinel | EnvChange::SwitchMaster => "#6b7b8c",
+            _ => "#e65100",
+        };
+        let _ = write!(
+            o,
+            "<circle cx=\"{xe:.1}\" cy=\"{mid:.1}\" r=\"4\" fill=\"{fill}\"><title>{t:.2} s, {} saw {}: {}</title></circle>",
+            esc(&e.source),
+            esc(&e.subject),
+            esc(&e.detail)
+        );
+    }
+}
+
 /// The node a token belongs to (`n2/1/...` -> `n2`).
 fn token_node(token: &str) -> &str {
     token.split('/').next().unwrap_or(token)
@@ -313,6 +333,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
             HistoryLine::Audit(a) => a.mono_ns,
             HistoryLine::Observer(s) => s.at_ns,
             HistoryLine::Fault(f) => f.at_ns,
+            HistoryLine::Environment(e) => e.at_ns,
             _ => 0,
         })
         .max()
@@ -342,6 +363,11 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
         lanes.push(format!("{n} believes"));
         lanes.push(format!("{n} does"));
     }
+    // The environment's own changes (containers, Sentinels, proxies), when there were any.
+    let env_lane = h.iter().any(|l| matches!(l, HistoryLine::Environment(_))).then(|| {
+        lanes.push("environment".into());
+        lanes.len() - 1
+    });
     let top = 26.0;
     let height = top + lanes.len() as f64 * LANE + 12.0;
     let y = |lane: usize| top + lane as f64 * LANE;
@@ -481,6 +507,9 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
         if let Some((start, holder, err)) = &seg {
             draw(o, *start, end, holder, *err);
         }
+    }
+    if let Some(lane) = env_lane {
+        environment_marks(o, h, y(lane) + LANE / 2.0, |ns| (x(ns), ns.saturating_sub(t0) as f64 / 1e9));
     }
     // Nodes: believed ownership (acquired until lost or released) and what they did.
     let mut marks = Marks::default();

@@ -208,3 +208,29 @@ fn the_tally_counts_each_scenario_and_explains_every_run_that_did_not_pass() {
     }
     assert!(!tally.contains('\u{1b}'));
 }
+
+#[test]
+fn the_environment_lane_shows_what_changed_and_who_saw_it_only_when_something_did() {
+    let s = suite();
+    let quiet = example_history();
+    let page = crate::html::render(&s, &[Some(quiet.clone()), None, None, None, None]);
+    assert!(!page.contains(">environment</text>"), "no lane without events");
+    let mut h = quiet;
+    let at = match &h[1] {
+        HistoryLine::Node { received_ns, .. } => *received_ns,
+        _ => 0,
+    };
+    h.insert(
+        2,
+        HistoryLine::Environment(crate::history::EnvEvent {
+            change: crate::history::EnvChange::ContainerDied,
+            subject: "sentinel-3".into(),
+            source: "docker".into(),
+            at_ns: at,
+            detail: "the container stopped <exit code 137>".into(),
+        }),
+    );
+    let page = crate::html::render(&s, &[Some(h), None, None, None, None]);
+    assert!(page.contains(">environment</text>"), "the lane");
+    assert!(page.contains("docker saw sentinel-3: the container stopped &lt;exit code 137&gt;"), "the mark's title");
+}

@@ -97,6 +97,7 @@ enum Source<'a> {
     Faults,
     Observer(&'a str),
     Audit,
+    Environment(&'a str),
 }
 
 impl Source<'_> {
@@ -107,6 +108,7 @@ impl Source<'_> {
             Source::Faults => "the fault lines".into(),
             Source::Observer(instance) => format!("the observer's samples of {instance}"),
             Source::Audit => "the store's audit records".into(),
+            Source::Environment(source) => format!("the environment events seen by {source}"),
         }
     }
 }
@@ -120,6 +122,7 @@ fn source(l: &HistoryLine) -> Option<(Source<'_>, u64)> {
         HistoryLine::Fault(f) => Some((Source::Faults, f.at_ns)),
         HistoryLine::Observer(o) => Some((Source::Observer(&o.instance), o.at_ns)),
         HistoryLine::Audit(a) => Some((Source::Audit, a.mono_ns)),
+        HistoryLine::Environment(e) => Some((Source::Environment(&e.source), e.at_ns)),
         HistoryLine::Header(_) | HistoryLine::Snapshot(_) => None,
     }
 }
@@ -193,8 +196,8 @@ fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, before_last: Option
     if counts != seal.lines {
         let shown = |c: &LineCounts| {
             format!(
-                "{} node, {} garbage, {} audit, {} fault, {} observer",
-                c.node, c.garbage, c.audit, c.fault, c.observer
+                "{} node, {} garbage, {} audit, {} fault, {} observer, {} environment",
+                c.node, c.garbage, c.audit, c.fault, c.observer, c.environment
             )
         };
         out.push(format!(

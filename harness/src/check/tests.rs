@@ -1,6 +1,6 @@
 use leasequake_reports::history::{
-    AuditRecord, EventKind, ExpectedFailure, FaultEvent, FaultPhase, FenceSource, Header, HistoryLine, NodeEvent,
-    ObserverSample, Snapshot, StoreOp, StorePolicy,
+    AuditRecord, EnvChange, EnvEvent, EventKind, ExpectedFailure, FaultEvent, FaultPhase, FenceSource, Header,
+    HistoryLine, NodeEvent, ObserverSample, Snapshot, StoreOp, StorePolicy,
 };
 use leasequake_reports::{Expectation, PropertyStatus, Verdict};
 
@@ -126,6 +126,18 @@ impl H {
             detail: detail.into(),
         }));
         h
+    }
+    /// An environment event about `subject`, seen by Docker.
+    pub(super) fn env(mut self, change: EnvChange, subject: &str) -> Self {
+        let at = self.tick();
+        self.lines.push(HistoryLine::Environment(EnvEvent {
+            change,
+            subject: subject.into(),
+            source: "docker".into(),
+            at_ns: at,
+            detail: "the container stopped (exit code 137)".into(),
+        }));
+        self
     }
     pub(super) fn observe(mut self, holder: Option<&str>) -> Self {
         let at = self.tick();
@@ -718,4 +730,59 @@ fn a_role_change_no_failover_explains_is_drift_and_inconclusive() {
     }));
     let blind = roles(blind, "master", "slave").round("n1", 2).end();
     assert_eq!(check(&blind).verdict, Verdict::Pass, "{:?}", check(&blind).inconclusive);
+}
+
+#[test]
+fn an_environment_change_no_fault_explains_is_drift_naming_it() {
+    let judged = |h: H| check(&h.round("n1", 2).end());
+    let named = |h: H, subject: &str| {
+        let r = judged(h);
+        assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
+        assert!(r.inconclusive.iter().any(|i| i.contains("drifted") && i.contains(subject)), "{:?}", r.inconclusive);
+    };
+    named(H::new().round("n1", 1).env(EnvChange::ContainerDied, "sentinel-3"), "sentinel-3");
+    named(H::new().round("n1", 1).env(EnvChange::ContainerStarted, "store"), "store");
+    named(H::new().round("n1", 1).env(EnvChange::ContainerOther, "redis-replica"), "redis-replica");
+    named(H::new().round("n1", 1).env(EnvChange::ProxyChanged, "n1-redis"), "n1-redis");
+    named(H::new().round("n1", 1).env(EnvChange::ProxyUnreachable, "proxy"), "proxy");
+    // redis-primary restarting with no redis_restart in effect (before it, after it, or another
+    // fault in effect) is drift too.
+    named(H::new().round("n1", 1).env(EnvChange::ContainerDied, "redis-primary"), "redis-primary");
+    let after = H::new()
+        .fault_of("redis_restart", 1, FaultPhase::Requested)
+        .fault_of("redis_restart", 1, FaultPhase::Verified)
+        .fault_of("redis_restart", 1, FaultPhase::Healed);
+    named(after.env(EnvChange::ContainerDied, "redis-primary"), "redis-primary");
+    let other = H::new().fault_of("pause_node", 1, FaultPhase::Requested);
+    named(other.env(EnvChange::ContainerDied, "redis-primary").fault_of("pause_node", 1, FaultPhase::Healed), "redis");
+    // Following failovers does not excuse a container or a proxy.
+    let mut following = H::new().round("n1", 1).env(EnvChange::ContainerDied, "sentinel-1").round("n1", 2).end();
+    if let HistoryLine::Header(h) = &mut following[0] {
+        h.clients_follow = true;
+    }
+    crate::history::seal(&mut following);
+    assert_eq!(check(&following).verdict, Verdict::Inconclusive, "{:?}", check(&following).inconclusive);
+}
+
+#[test]
+fn environment_changes_a_fault_explains_or_that_only_inform_leave_the_verdict_alone() {
+    // redis-primary killed and started again inside a declared redis_restart.
+    let restart = H::new()
+        .round("n1", 1)
+        .fault_of("redis_restart", 1, FaultPhase::Requested)
+        .env(EnvChange::ContainerDied, "redis-primary")
+        .env(EnvChange::ContainerStarted, "redis-primary")
+        .fault_of("redis_restart", 1, FaultPhase::Verified)
+        .fault_of("redis_restart", 1, FaultPhase::Healed)
+        .round("n1", 2)
+        .end();
+    assert_eq!(check(&restart).verdict, Verdict::Pass, "{:?}", check(&restart).inconclusive);
+    // A Sentinel's announcements are shown, not judged: the observer's roles judge a failover.
+    let told = H::new()
+        .round("n1", 1)
+        .env(EnvChange::Sentinel, "redis-primary")
+        .env(EnvChange::SwitchMaster, "redis-replica")
+        .round("n1", 2)
+        .end();
+    assert_eq!(check(&told).verdict, Verdict::Pass, "{:?}", check(&told).inconclusive);
 }

@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use leasequake_reports::history::HistoryLine;
+use leasequake_reports::history::{EnvChange, EnvEvent, HistoryLine};
 
 const SCENARIO: &str = r#"name = "attached"
 description = "test"
@@ -203,9 +203,10 @@ fn env_up(nodes: &str) -> (EnvUp, String) {
     (up, run_id)
 }
 
-/// A run of a scenario with no fault, during which Sentinel is made to fail over (as it did on
-/// its own during a long write pause): its exit code, its output and its run directory.
-fn run_with_an_undeclared_failover(name: &str, follow: bool) -> (Option<i32>, String, std::path::PathBuf) {
+/// A run of a scenario with no fault, during which `disturb` changes the environment (given the
+/// environment's run id) once the run is under way: its exit code, its output and its run
+/// directory.
+fn run_disturbed(name: &str, follow: bool, disturb: impl FnOnce(&str)) -> (Option<i32>, String, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("leasequake-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut quiet = SCENARIO.split("[[faults]]").next().unwrap().replace("duration_s = 8", "duration_s = 20");
@@ -221,8 +222,7 @@ fn run_with_an_undeclared_failover(name: &str, follow: bool) -> (Option<i32>, St
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Once the run has begun (its suite directory exists; `latest` is linked only at the end),
-    // Sentinel fails over with no fault declared: as it did on its own during a long write pause.
+    // Once the run has begun (its suite directory exists; `latest` is linked only at the end).
     let begun =
         || std::fs::read_dir(dir.join("reports")).is_ok_and(|mut d| d.any(|e| e.is_ok_and(|e| e.path().is_dir())));
     for _ in 0..300 {
@@ -233,12 +233,7 @@ fn run_with_an_undeclared_failover(name: &str, follow: bool) -> (Option<i32>, St
     }
     assert!(begun(), "the run never began");
     std::thread::sleep(std::time::Duration::from_secs(5));
-    let sentinel = format!("lq-{run_id}-sentinel-1");
-    let failover = Command::new("docker")
-        .args(["exec", &sentinel, "redis-cli", "-p", "26379", "SENTINEL", "FAILOVER", leasequake::env::MASTER_NAME])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&failover.stdout).contains("OK"), "{failover:?}");
+    disturb(&run_id);
     let out = run.wait_with_output().unwrap();
     let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let latest = dir.join("reports").join("latest");
@@ -246,11 +241,47 @@ fn run_with_an_undeclared_failover(name: &str, follow: bool) -> (Option<i32>, St
     (out.status.code(), text, run_dir)
 }
 
+/// Sentinel fails over with no fault declared: as it did on its own during a long write pause.
+fn fail_over(run_id: &str) {
+    let sentinel = format!("lq-{run_id}-sentinel-1");
+    let failover = Command::new("docker")
+        .args(["exec", &sentinel, "redis-cli", "-p", "26379", "SENTINEL", "FAILOVER", leasequake::env::MASTER_NAME])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&failover.stdout).contains("OK"), "{failover:?}");
+}
+
+fn run_with_an_undeclared_failover(name: &str, follow: bool) -> (Option<i32>, String, std::path::PathBuf) {
+    run_disturbed(name, follow, fail_over)
+}
+
+fn history_of(run_dir: &std::path::Path) -> Vec<HistoryLine> {
+    let text = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The environment events of a history.
+fn environment_events(run_dir: &std::path::Path) -> Vec<EnvEvent> {
+    history_of(run_dir)
+        .into_iter()
+        .filter_map(|l| match l {
+            HistoryLine::Environment(e) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn a_failover_no_fault_declared_is_drift_and_the_run_is_inconclusive_naming_it() {
     let (code, out, run_dir) = run_with_an_undeclared_failover("drift", false);
     assert_eq!(code, Some(3), "{out}");
     assert!(out.contains("INCONCLUSIVE") && out.contains("drifted") && out.contains("redis-replica"), "{out}");
+    // The Sentinels' own announcement of it is in the history, as an environment event.
+    let events = environment_events(&run_dir);
+    assert!(
+        events.iter().any(|e| e.change == EnvChange::SwitchMaster && e.subject == "redis-replica"),
+        "no +switch-master in {events:?}"
+    );
     std::fs::remove_dir_all(run_dir.ancestors().nth(3).unwrap()).unwrap();
 }
 
@@ -259,8 +290,7 @@ fn with_follow_failovers_the_nodes_follow_an_undeclared_failover_and_the_run_is_
     let (code, out, run_dir) = run_with_an_undeclared_failover("follow", true);
     assert_eq!(code, Some(0), "{out}");
     // The nodes followed: a round completed on the new master, after the observer saw it promoted.
-    let text = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
-    let lines: Vec<HistoryLine> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = history_of(&run_dir);
     let promoted = lines
         .iter()
         .find_map(|l| match l {
@@ -276,4 +306,56 @@ fn with_follow_failovers_the_nodes_follow_an_undeclared_failover_and_the_run_is_
     });
     assert!(synced_after, "no round completed after the failover: the nodes did not follow");
     std::fs::remove_dir_all(run_dir.ancestors().nth(3).unwrap()).unwrap();
+}
+
+#[test]
+fn a_container_restarted_with_no_fault_declared_is_drift_naming_it() {
+    // sentinel-3 restarts: the nodes never notice (two Sentinels keep the quorum), so without the
+    // watcher this run would pass; with it, the run is inconclusive and names the container.
+    let (code, out, run_dir) = run_disturbed("container", false, |run_id| {
+        let restart = Command::new("docker").args(["restart", &format!("lq-{run_id}-sentinel-3")]).output().unwrap();
+        assert!(restart.status.success(), "{restart:?}");
+    });
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.contains("drifted: sentinel-3") && out.contains("the container stopped"), "{out}");
+    let events = environment_events(&run_dir);
+    let by_docker = |e: &&EnvEvent| e.subject == "sentinel-3" && e.source == "docker";
+    let changes: Vec<EnvChange> = events.iter().filter(by_docker).map(|e| e.change).collect();
+    assert_eq!(changes, [EnvChange::ContainerDied, EnvChange::ContainerStarted], "{events:?}");
+    std::fs::remove_dir_all(run_dir.ancestors().nth(3).unwrap()).unwrap();
+}
+
+#[test]
+fn a_proxy_disabled_with_no_fault_declared_is_drift_naming_it() {
+    let (code, out, run_dir) = run_disturbed("proxy", false, |run_id| {
+        let answer = post(&proxy_api(run_id), "/proxies/n2-store", r#"{"enabled":false}"#);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    });
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.contains("drifted: n2-store") && out.contains("disabled"), "{out}");
+    std::fs::remove_dir_all(run_dir.ancestors().nth(3).unwrap()).unwrap();
+}
+
+/// The proxy API's address on the host, from Docker.
+fn proxy_api(run_id: &str) -> String {
+    let out = Command::new("docker").args(["port", &format!("lq-{run_id}-proxy"), "8474"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let port = text.lines().next().and_then(|l| l.rsplit(':').next()).unwrap_or_default().trim().to_owned();
+    format!("127.0.0.1:{port}")
+}
+
+/// One HTTP POST, answered in full (the server closes the connection).
+fn post(addr: &str, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer
 }
