@@ -564,30 +564,41 @@ impl Scenario {
         let Some(r) = &self.random else { return faults };
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let store_wide = |k: FaultKind| matches!(k, FaultKind::SlowStore | FaultKind::FailingStore);
-        let mut store_windows: Vec<(u64, u64)> = Vec::new();
+        // Faults that must not overlap another of their group: two store-wide faults at once
+        // cannot be told apart by any probe; a process fault (crash, pause, stall) on a node
+        // another has crashed or stopped cannot take effect, and "owner" is only resolved when
+        // it applies, so no two process faults overlap on any node.
+        let group = |k: FaultKind| match k {
+            FaultKind::SlowStore | FaultKind::FailingStore => Some(0),
+            FaultKind::Crash | FaultKind::Pause | FaultKind::StallRenewal => Some(1),
+            _ => None,
+        };
+        let mut windows: [Vec<(u64, u64)>; 2] = Default::default();
         for _ in 0..r.faults {
-            // Two store-wide faults at once cannot be told apart by any probe: a store-wide draw
-            // that overlaps another is drawn again (bounded), so every drawn fault is verifiable.
+            // A draw that overlaps another of its group is drawn again (bounded), else dropped,
+            // so every drawn fault is verifiable.
             let mut draw = || {
                 let kind = r.kinds[rng.random_range(0..r.kinds.len())];
                 let duration_ms = rng.random_range(500..=r.max_duration_s * 1000);
                 let at_ms = rng.random_range(r.from_s * 1000..=r.until_s * 1000 - duration_ms);
                 (kind, duration_ms, at_ms)
             };
+            let apart = |windows: &[Vec<(u64, u64)>; 2], (kind, d, at): (FaultKind, u64, u64)| {
+                group(kind).is_none_or(|g| windows[g].iter().all(|(a, b)| at + d <= *a || *b <= at))
+            };
             let mut drawn = draw();
             for _ in 0..20 {
-                let (kind, d, at) = drawn;
-                if !store_wide(kind) || store_windows.iter().all(|(a, b)| at + d <= *a || *b <= at) {
+                if apart(&windows, drawn) {
                     break;
                 }
                 drawn = draw();
             }
+            if !apart(&windows, drawn) {
+                continue;
+            }
             let (kind, duration_ms, at_ms) = drawn;
-            if store_wide(kind) {
-                if store_windows.iter().any(|(a, b)| at_ms < *b && *a < at_ms + duration_ms) {
-                    continue;
-                }
-                store_windows.push((at_ms, at_ms + duration_ms));
+            if let Some(g) = group(kind) {
+                windows[g].push((at_ms, at_ms + duration_ms));
             }
             let node_fault = !store_wide(kind);
             // (failover and redis_restart are refused in `kinds` by validation)

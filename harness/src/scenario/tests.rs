@@ -170,6 +170,34 @@ fn drawn_store_wide_faults_never_overlap_so_each_can_be_probed() {
 }
 
 #[test]
+fn drawn_process_faults_never_overlap_so_none_lands_on_a_node_another_has_stopped() {
+    // A pause drawn while a crash has its node dead cannot take effect ("SIGSTOP sent, but the
+    // process state is Z"), and "owner" is resolved only when a fault applies: so no crash,
+    // pause or stall overlaps another, on any node. Other kinds still overlap them.
+    let many = RANDOM
+        .replace("faults = 4", "faults = 8")
+        .replace("\"pause\", \"slow_store\"", "\"pause\", \"crash\", \"stall_renewal\", \"partition\"");
+    let s = parse(Path::new("s.toml"), &format!("{OK}{many}")).unwrap();
+    let process = |f: &super::Fault| matches!(f.kind.name(), "crash" | "pause" | "stall_renewal");
+    let (mut drawn, mut overlapping_others) = (0, 0);
+    for seed in 0..300 {
+        let faults = s.schedule(seed);
+        let window = |f: &super::Fault| f.exact_ms.map(|(a, d)| (a, a + d)).unwrap();
+        let p: Vec<(u64, u64)> = faults[1..].iter().filter(|f| process(f)).map(window).collect();
+        drawn += p.len();
+        for (i, a) in p.iter().enumerate() {
+            for b in &p[i + 1..] {
+                assert!(a.1 <= b.0 || b.1 <= a.0, "seed {seed}: {a:?} overlaps {b:?}");
+            }
+        }
+        for o in faults[1..].iter().filter(|f| !process(f)).map(window) {
+            overlapping_others += p.iter().filter(|a| a.0 < o.1 && o.0 < a.1).count();
+        }
+    }
+    assert!(drawn > 600 && overlapping_others > 100, "{drawn} process faults, {overlapping_others} overlaps");
+}
+
+#[test]
 fn a_drawn_slow_model_goes_to_the_owner_the_only_node_that_calls_the_model() {
     let slow = RANDOM.replace("faults = 4", "faults = 8").replace("\"pause\"", "\"slow_model\"");
     let s = parse(Path::new("s.toml"), &format!("{OK}{slow}")).unwrap();
