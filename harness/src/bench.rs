@@ -486,11 +486,12 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
                 t += 100_000;
                 h.push(HistoryLine::Fault(FaultEvent {
                     id: fault,
-                    fault: "pause_node".into(),
+                    fault: leasequake_reports::history::FaultKind::Pause,
                     target: node.clone(),
                     phase,
                     at_ns: t,
                     detail: String::new(),
+                    redis_link: None,
                 }));
             }
         }

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use acquisition::Ends;
 use leasequake_reports::history::{
-    AuditRecord, EnvEvent, EventKind, FaultEvent, FaultPhase, Header, HistoryLine, ObserverSample, Snapshot, StoreOp,
-    HISTORY_VERSION, HISTORY_VERSION_MIN,
+    AuditRecord, EnvEvent, EventKind, FaultEvent, FaultKind, FaultPhase, Header, HistoryLine, Holds, LinkCut,
+    ObserverSample, Snapshot, StoreOp, HISTORY_VERSION, HISTORY_VERSION_MIN,
 };
 use leasequake_reports::{
     bounded, printable, CheckResult, Evidence, Expectation, Metrics, PropertyResult, PropertyStatus, Verdict,
@@ -115,10 +115,11 @@ impl<'a> Faults<'a> {
     fn covers(&self, target: &str, from_ns: u64, to_ns: u64) -> bool {
         self.windows.iter().any(|(a, b, f)| f.target == target && *a <= to_ns && from_ns <= *b)
     }
-    fn covers_any(&self, kind: &str, from_ns: u64, to_ns: u64) -> bool {
-        self.windows.iter().any(|(a, b, f)| f.fault == kind && *a <= to_ns && from_ns <= *b)
+    /// Whether a fault of which `kind` answers yes was in effect at some moment of the span.
+    fn covers_any(&self, kind: impl Fn(FaultKind) -> bool, from_ns: u64, to_ns: u64) -> bool {
+        self.windows.iter().any(|(a, b, f)| kind(f.fault) && *a <= to_ns && from_ns <= *b)
     }
-    fn covers_kind(&self, kind: &str, target: &str, from_ns: u64, to_ns: u64) -> bool {
+    fn covers_kind(&self, kind: FaultKind, target: &str, from_ns: u64, to_ns: u64) -> bool {
         self.windows.iter().any(|(a, b, f)| f.fault == kind && f.target == target && *a <= to_ns && from_ns <= *b)
     }
 }
@@ -312,20 +313,20 @@ fn keeps_renewing(
         return judge.result("", Some("no renewal interval recorded and too few renewals to infer one"));
     };
     let lag_ns = renew_ms.saturating_mul(1_000_000).saturating_mul(RENEWAL_LAG_HALVES) / 2;
-    // Faults whose verification showed the Redis link merely reset: a renewal then fails at once.
+    // Partitions whose verification found the Redis link reset: a renewal then fails at once, so
+    // it holds none in flight. (Before version 4 the finding was only prose: every partition
+    // counts as holding its target's renewal, the reading that cannot make a FAIL.)
     let reset_only: HashSet<u64> = fault_events
         .iter()
-        .filter(|f| f.phase == FaultPhase::Verified && f.fault == "partition")
-        .filter(|f| f.detail.contains("-redis: probe") && !f.detail.contains("-redis: probe silent"))
+        .filter(|f| f.phase == FaultPhase::Verified && f.redis_link == Some(LinkCut::Reset))
         .map(|f| f.id)
         .collect();
     let excused = |node: &str, from: u64, to: u64| {
         faults.windows.iter().any(|(a, b, f)| {
-            let holds_renewal = match f.fault.as_str() {
-                "pause" | "stall_renewal" | "slow_redis" => f.target == node,
-                "partition" => f.target == node && !reset_only.contains(&f.id),
-                "failover" | "redis_restart" | "pause_writes" => true,
-                _ => false,
+            let holds_renewal = match f.fault.holds_renewal() {
+                Holds::Target => f.target == node && !reset_only.contains(&f.id),
+                Holds::Everyone => true,
+                Holds::Nobody => false,
             };
             holds_renewal && *a <= to && from <= *b
         })
@@ -576,9 +577,9 @@ fn liveness(header: Option<&Header>, audit: &[&AuditRecord], faults: &[&FaultEve
 }
 
 fn fault_holes(faults: &[&FaultEvent], inconclusive: &mut Vec<String>) {
-    let mut seen: BTreeMap<u64, (&str, &str, Vec<FaultPhase>)> = BTreeMap::new();
+    let mut seen: BTreeMap<u64, (FaultKind, &str, Vec<FaultPhase>)> = BTreeMap::new();
     for f in faults {
-        seen.entry(f.id).or_insert((&f.fault, &f.target, vec![])).2.push(f.phase);
+        seen.entry(f.id).or_insert((f.fault, &f.target, vec![])).2.push(f.phase);
         if f.phase == FaultPhase::Failed {
             inconclusive.push(format!("fault #{} {} on {} failed: {}", f.id, f.fault, f.target, f.detail));
         }
@@ -671,7 +672,7 @@ fn bounded_waste(budget_ms: Option<u64>, wastes: &[Waste], faults: &Faults) -> P
     };
     for w in wastes {
         let ms = (w.last_ns - w.lost_ns) / 1_000_000;
-        if ms > budget && !faults.covers_kind("pause", w.node, w.lost_ns, w.last_ns) {
+        if ms > budget && !faults.covers_kind(FaultKind::Pause, w.node, w.lost_ns, w.last_ns) {
             judge.violate(|| Violation {
                 summary: format!(
                     "{} worked {ms} ms under token {} after losing ownership (budget {budget} ms)",

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use leasequake_reports::history::{
-    EventKind, FaultEvent, FaultPhase, Header, HistoryLine, LeaseTimings, NodeCommand, NodeConfig, ObserverSample,
-    PipelineShape, Snapshot, HISTORY_VERSION, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
+    EventKind, FaultEvent, FaultPhase, Header, HistoryLine, LeaseTimings, LinkCut, NodeCommand, NodeConfig,
+    ObserverSample, PipelineShape, Snapshot, HISTORY_VERSION, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
 };
 use leasequake_reports::{CheckResult, Verdict};
 use leasequake_toxiproxy::{Client as ProxyClient, Stream, ToxicSpec};
@@ -700,14 +700,15 @@ async fn drive(
     };
 
     let progress = &opts.progress;
-    let fault_line = |id: u64, fault: &str, target: &str, phase: FaultPhase, detail: String| {
+    let fault_line = |id: u64, fault: FaultKind, target: &str, phase: FaultPhase, detail: String| {
         HistoryLine::Fault(FaultEvent {
             id,
-            fault: fault.to_owned(),
+            fault,
             target: target.to_owned(),
             phase,
             at_ns: mono_ns(),
             detail,
+            redis_link: None,
         })
     };
     // Triggers: a router hears every event; a sync point or an acquire that an armed fault waits
@@ -812,13 +813,13 @@ async fn drive(
                     let target = if f.target.is_some() { node.clone() } else { untargeted(f).to_owned() };
                     let index = node_index(&target);
                     let handle = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&index).cloned();
-                    let kind = f.kind.name();
+                    let kind = f.kind;
                     let on = f.on.clone().unwrap_or_default();
                     push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, format!("triggered: {node} {on}")));
                     record(&mut executed, id, f, &target, now_ms());
                     let outcome = apply(&ctx, id, f, index, handle.as_ref()).await;
                     let label = format!("fault {id} {kind} on {target} ({on})");
-                    push(&lines, fault_outcome(progress, id, kind, &target, &label, outcome));
+                    push(&lines, fault_outcome(progress, (id, f), &target, &label, outcome));
                     let _ = done.send(());
                     active.insert(i, Applied { id, fault: f.clone(), target, index });
                     steps.push(Reverse((now_ms() + f.duration_ms(), 0, i)));
@@ -834,21 +835,19 @@ async fn drive(
             match (order, f.trigger()) {
                 (0, _) => {
                     if let Some(a) = active.remove(&i) {
-                        let detail = heal(&ctx, &a, true, &mut nodes, &handles).await;
+                        let healed = heal(&ctx, &a, true, &mut nodes, &handles).await;
+                        let detail = healed.detail();
                         last_heal = Some(Instant::now());
                         info!(fault = a.id, node = %a.target, %detail, "fault healed");
                         progress.fault(
                             &format!("fault {} {} on {}: healed ({detail})", a.id, a.fault.kind, a.target),
                             false,
                         );
-                        let unsettled = detail.starts_with("settling failed");
-                        push(
-                            &lines,
-                            fault_line(a.id, a.fault.kind.name(), &a.target, FaultPhase::Healed, detail.clone()),
-                        );
+                        let unsettled = matches!(healed, Heal::Unsettled(_));
+                        push(&lines, fault_line(a.id, a.fault.kind, &a.target, FaultPhase::Healed, detail.clone()));
                         if unsettled {
                             // Not the lease's doing: the verdict cannot stand on this environment.
-                            push(&lines, fault_line(a.id, a.fault.kind.name(), &a.target, FaultPhase::Failed, detail));
+                            push(&lines, fault_line(a.id, a.fault.kind, &a.target, FaultPhase::Failed, detail));
                         }
                     }
                 }
@@ -869,8 +868,8 @@ async fn drive(
                             f.at_s
                         );
                         progress.fault(&format!("fault {id} {} on {target}: NOT VERIFIED ({why})", f.kind), false);
-                        push(&lines, fault_line(id, f.kind.name(), &target, FaultPhase::Requested, String::new()));
-                        push(&lines, fault_line(id, f.kind.name(), &target, FaultPhase::Failed, why));
+                        push(&lines, fault_line(id, f.kind, &target, FaultPhase::Requested, String::new()));
+                        push(&lines, fault_line(id, f.kind, &target, FaultPhase::Failed, why));
                     }
                 }
                 (_, Some(trigger)) => {
@@ -885,14 +884,14 @@ async fn drive(
                 }
                 (_, None) => {
                     let target = resolve_target(f, &owner, s.nodes.count);
-                    let kind = f.kind.name();
+                    let kind = f.kind;
                     push(&lines, fault_line(id, kind, &target, FaultPhase::Requested, String::new()));
                     record(&mut executed, id, f, &target, now_ms());
                     let index = node_index(&target);
                     let handle = handles.lock().unwrap_or_else(PoisonError::into_inner).get(&index).cloned();
                     let outcome = apply(&ctx, id, f, index, handle.as_ref()).await;
                     let label = format!("fault {id} {kind} on {target}");
-                    push(&lines, fault_outcome(progress, id, kind, &target, &label, outcome));
+                    push(&lines, fault_outcome(progress, (id, f), &target, &label, outcome));
                     // Healed at its time even when unverified: part of it may be in effect.
                     active.insert(i, Applied { id, fault: f.clone(), target, index });
                 }
@@ -901,14 +900,12 @@ async fn drive(
         // Interrupted: heal what is still applied, now.
         let mut still_applied = Vec::new();
         for (_, a) in std::mem::take(&mut active) {
-            let detail = heal(&ctx, &a, false, &mut nodes, &handles).await;
-            if detail.contains("failed") {
+            let healed = heal(&ctx, &a, false, &mut nodes, &handles).await;
+            if !matches!(healed, Heal::Done(_)) {
                 still_applied.push(a.id);
             }
-            push(
-                &lines,
-                fault_line(a.id, a.fault.kind.name(), &a.target, FaultPhase::Healed, format!("early: {detail}")),
-            );
+            let detail = healed.detail();
+            push(&lines, fault_line(a.id, a.fault.kind, &a.target, FaultPhase::Healed, format!("early: {detail}")));
         }
         let planned = t0 + Duration::from_secs(s.duration_s);
         let end = run_end(planned, last_heal, bound_ms);
@@ -1009,11 +1006,17 @@ fn run_end(planned: Instant, last_heal: Option<Instant>, bound_ms: u64) -> Insta
     needed.clamp(planned, planned + MAX_EXTENSION)
 }
 
+/// How a verified partition left its node's Redis link, for the checker: a blackhole holds a
+/// command in flight (the probe was silent), a reset fails it at once (the probe was reset).
+fn redis_link(f: &Fault) -> Option<LinkCut> {
+    let cuts_redis = f.kind == FaultKind::Partition && matches!(f.link.unwrap_or(Link::Both), Link::Redis | Link::Both);
+    cuts_redis.then(|| if f.mode == Some(Mode::Blackhole) { LinkCut::Silent } else { LinkCut::Reset })
+}
+
 /// A fault's verified or failed line, told to the log and the display too.
 fn fault_outcome(
     progress: &Progress,
-    id: u64,
-    kind: &str,
+    (id, f): (u64, &Fault),
     target: &str,
     label: &str,
     outcome: Result<String, String>,
@@ -1032,11 +1035,12 @@ fn fault_outcome(
     };
     HistoryLine::Fault(FaultEvent {
         id,
-        fault: kind.to_owned(),
+        fault: f.kind,
         target: target.to_owned(),
         phase,
         at_ns: mono_ns(),
         detail,
+        redis_link: (phase == FaultPhase::Verified).then(|| redis_link(f)).flatten(),
     })
 }
 
@@ -1659,13 +1663,38 @@ async fn verify_stalled(ctx: &Ctx<'_>, node: &str) -> Result<String, String> {
 }
 
 /// Undoes one fault; returns what was done (a detail containing "failed" means it may remain).
+/// How undoing a fault went.
+enum Heal {
+    /// Undone; what was seen.
+    Done(String),
+    /// Undone, but the environment did not settle after it (the old primary stayed a master):
+    /// the verdict cannot stand on this environment.
+    Unsettled(String),
+    /// Not undone: the fault may still be in effect.
+    Failed(String),
+}
+
+impl Heal {
+    fn done(what: &str) -> Self {
+        Self::Done(what.to_owned())
+    }
+    /// What the heal line says.
+    fn detail(&self) -> String {
+        match self {
+            Self::Done(d) => d.clone(),
+            Self::Unsettled(d) => format!("settling failed: {d}"),
+            Self::Failed(d) => d.clone(),
+        }
+    }
+}
+
 async fn heal(
     ctx: &Ctx<'_>,
     a: &Applied,
     settle: bool,
     nodes: &mut BTreeMap<u32, (NodeProcess, u64)>,
     handles: &Mutex<BTreeMap<u32, NodeHandle>>,
-) -> String {
+) -> Heal {
     let proxy = &ctx.proxy;
     match a.fault.kind {
         FaultKind::Partition => {
@@ -1678,48 +1707,53 @@ async fn heal(
                 }
             }
             if failed.is_empty() {
-                "toxics removed".into()
+                Heal::Done("toxics removed".into())
             } else {
-                format!("removing toxics failed: {}", failed.join("; "))
+                Heal::Failed(format!("removing toxics failed: {}", failed.join("; ")))
             }
         }
         FaultKind::Pause => match nodes.get(&a.index) {
-            Some((n, _)) => {
-                n.signal(Signal::CONT).map_or_else(|e| format!("SIGCONT failed: {e}"), |()| "SIGCONT".into())
-            }
-            None => "no such node".into(),
-        },
-        FaultKind::StallRenewal => "the stall ends by itself".into(),
-        FaultKind::SlowModel => match nodes.get(&a.index) {
             Some((n, _)) => n
-                .send(NodeCommand::SlowModel { ms: 0 })
-                .map_or_else(|e| format!("restoring the model speed failed: {e}"), |()| "model speed restored".into()),
-            None => "no such node".into(),
+                .signal(Signal::CONT)
+                .map_or_else(|e| Heal::Failed(format!("SIGCONT failed: {e}")), |()| Heal::done("SIGCONT")),
+            None => Heal::done("no such node"),
         },
-        FaultKind::RedisRestart => "nothing to undo: the data is gone for good".into(),
-        FaultKind::KeyLoss => "nothing to undo: the key is gone".into(),
+        FaultKind::StallRenewal => Heal::done("the stall ends by itself"),
+        FaultKind::SlowModel => match nodes.get(&a.index) {
+            Some((n, _)) => n.send(NodeCommand::SlowModel { ms: 0 }).map_or_else(
+                |e| Heal::Failed(format!("restoring the model speed failed: {e}")),
+                |()| Heal::done("model speed restored"),
+            ),
+            None => Heal::done("no such node"),
+        },
+        FaultKind::RedisRestart => Heal::done("nothing to undo: the data is gone for good"),
+        FaultKind::KeyLoss => Heal::done("nothing to undo: the key is gone"),
         FaultKind::ClockJump if a.fault.target.is_some() => {
             let file = ctx.node_clock_file(a.index);
             match write_clock_offset(&file, 0) {
-                Ok(()) => format!("{}'s wall clock set back to the host's", a.target),
-                Err(e) => format!("setting {}'s clock back failed: cannot write {}: {e}", a.target, file.display()),
+                Ok(()) => Heal::Done(format!("{}'s wall clock set back to the host's", a.target)),
+                Err(e) => Heal::Failed(format!(
+                    "setting {}'s clock back failed: cannot write {}: {e}",
+                    a.target,
+                    file.display()
+                )),
             }
         }
         FaultKind::ClockJump => match set_clock_offset(ctx.env, 0).await {
-            Ok(seen) => format!("clock set back to the host's (TIME now {seen:+} ms off)"),
-            Err(e) => format!("setting the clock back failed: {e}"),
+            Ok(seen) => Heal::Done(format!("clock set back to the host's (TIME now {seen:+} ms off)")),
+            Err(e) => Heal::Failed(format!("setting the clock back failed: {e}")),
         },
         FaultKind::PauseWrites => match ctx.env.redis_cli("redis-primary", &["CLIENT", "UNPAUSE"]).await {
-            Ok(a) if a.trim().eq_ignore_ascii_case("ok") => "CLIENT UNPAUSE".into(),
-            Ok(a) => format!("CLIENT UNPAUSE failed: `{}` (the pause ends by itself)", a.trim()),
-            Err(e) => format!("CLIENT UNPAUSE failed: {e} (the pause ends by itself)"),
+            Ok(a) if a.trim().eq_ignore_ascii_case("ok") => Heal::done("CLIENT UNPAUSE"),
+            Ok(a) => Heal::Failed(format!("CLIENT UNPAUSE failed: `{}` (the pause ends by itself)", a.trim())),
+            Err(e) => Heal::Failed(format!("CLIENT UNPAUSE failed: {e} (the pause ends by itself)")),
         },
         FaultKind::Failover => {
             use testcontainers::bollard::models::{EndpointSettings, NetworkConnectRequest};
             let env = ctx.env;
-            let Some(primary) = env.container("redis-primary") else { return "no redis-primary container".into() };
+            let Some(primary) = env.container("redis-primary") else { return Heal::done("no redis-primary container") };
             if a.fault.mode == Some(Mode::Manual) {
-                return "nothing to undo: Sentinel made the old primary a replica itself".into();
+                return Heal::done("nothing to undo: Sentinel made the old primary a replica itself");
             }
             let back = if a.fault.mode == Some(Mode::Isolate) {
                 let req = NetworkConnectRequest {
@@ -1735,25 +1769,25 @@ async fn heal(
             };
             match back {
                 Ok(()) if settle => demoted(ctx).await,
-                Ok(()) => "the old primary is back (Sentinel demotes it to a replica within seconds)".into(),
-                Err(e) => format!("bringing the old primary back failed: {e}"),
+                Ok(()) => Heal::done("the old primary is back (Sentinel demotes it to a replica within seconds)"),
+                Err(e) => Heal::Failed(format!("bringing the old primary back failed: {e}")),
             }
         }
         FaultKind::LoseReplies => {
             let _ = proxy.remove_toxic(&format!("n{}-redis", a.index), &toxic_name(a.id)).await;
-            "toxic removed".into()
+            Heal::done("toxic removed")
         }
         FaultKind::SlowRedis => {
             for (k, _) in slow_redis_streams(&a.fault).iter().enumerate() {
                 let _ = proxy.remove_toxic(&format!("n{}-redis", a.index), &slow_redis_toxic(a.id, k)).await;
             }
-            "toxics removed".into()
+            Heal::done("toxics removed")
         }
         FaultKind::SlowStore | FaultKind::FailingStore => {
             for i in 1..=ctx.s.nodes.count {
                 let _ = proxy.remove_toxic(&format!("n{i}-store"), &toxic_name(a.id)).await;
             }
-            "toxics removed".into()
+            Heal::done("toxics removed")
         }
         FaultKind::Crash => {
             let incarnation = nodes.get(&a.index).map_or(1, |n| n.1) + 1;
@@ -1761,9 +1795,9 @@ async fn heal(
                 Ok(n) => {
                     handles.lock().unwrap_or_else(PoisonError::into_inner).insert(a.index, n.handle());
                     nodes.insert(a.index, (n, incarnation));
-                    format!("restarted as incarnation {incarnation}")
+                    Heal::Done(format!("restarted as incarnation {incarnation}"))
                 }
-                Err(e) => format!("restart failed: {e}"),
+                Err(e) => Heal::Failed(format!("restart failed: {e}")),
             }
         }
     }
@@ -1773,23 +1807,23 @@ async fn heal(
 /// master beside the new one (split brain, ~11 s measured), and the fault is not over. The heal is
 /// stamped when the topology is whole again, so the liveness bound counts from there. Bounded by
 /// Sentinel's timings; a topology that never settles is said so (the environment drifted).
-async fn demoted(ctx: &Ctx<'_>) -> String {
+async fn demoted(ctx: &Ctx<'_>) -> Heal {
     let began = Instant::now();
     let sentinel = &ctx.s.sentinel;
     let limit = Duration::from_millis(sentinel.down_after_ms + sentinel.failover_timeout_ms + 20_000);
     loop {
         let role = ctx.env.redis_cli("redis-primary", &["ROLE"]).await.unwrap_or_default();
         if role.starts_with("slave") {
-            return format!(
+            return Heal::Done(format!(
                 "the old primary is back; Sentinel demoted it to a replica {} ms later",
                 began.elapsed().as_millis()
-            );
+            ));
         }
         if began.elapsed() > limit {
-            return format!(
-                "settling failed: the old primary is back but still a master {} ms later (the topology did not settle)",
+            return Heal::Unsettled(format!(
+                "the old primary is back but still a master {} ms later (the topology did not settle)",
                 limit.as_millis()
-            );
+            ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -182,79 +182,7 @@ impl Default for Sentinel {
     }
 }
 
-/// The faults of this version of the runner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FaultKind {
-    /// Cut a node from Redis, the store, or both (`link`), by blackhole or reset (`mode`).
-    Partition,
-    /// SIGSTOP a node (renewal freezes too), SIGCONT after `duration_s`.
-    Pause,
-    /// Stall the node's renewal thread only.
-    StallRenewal,
-    /// SIGKILL a node; restart it (new incarnation) after `duration_s`.
-    Crash,
-    /// Latency on the store's responses (`latency_ms`).
-    SlowStore,
-    /// Reset the store's connections.
-    FailingStore,
-    /// Slow model calls (`latency_ms` more per call).
-    SlowModel,
-    /// Sentinel failover of the Redis primary: `mode = "pause"` (SIGSTOP) or `"isolate"`
-    /// (cut from the replication network; clients still reach it: the split-brain window). Node
-    /// proxies follow the new primary after `follow_ms`, except the `never_follow` nodes.
-    Failover,
-    /// Kill the Redis primary (SIGKILL) and start it again: no persistence, so the lease key and
-    /// the fence counter are gone (the replica resyncs from the empty primary).
-    RedisRestart,
-    /// Delete the lease key on the primary (an operator's `DEL`/`FLUSHALL`, an eviction): the
-    /// holder does not know until its next check or renewal. Instantaneous (`duration_s` 0).
-    KeyLoss,
-    /// `CLIENT PAUSE WRITE` on the primary for `duration_s` (what a Redis failover does while it
-    /// hands over): writes and scripts block, reads still answer.
-    PauseWrites,
-    /// Move the primary's wall clock by `jump_ms` (forward: positive; back: negative) for
-    /// `duration_s`; Redis expires keys on it. Healing moves it back (the opposite jump).
-    ClockJump,
-    /// Latency (`latency_ms`, ± `jitter_ms`) on one node's link to Redis, on its replies
-    /// (`direction = "replies"`, the default), its requests, or both: a slow reply shortens the
-    /// node's validity, it must not extend it.
-    SlowRedis,
-    /// Ambiguous replies on one node's link to Redis: every command the node sends reaches Redis
-    /// and runs, its reply never comes, and each connection is cut 100 ms after the fault reaches
-    /// it (a reconnect lives 100 ms too). Aimed with a trigger (`on = "renewed"`: the next renewal;
-    /// `on = "released"`: the next acquire).
-    LoseReplies,
-}
-
-impl FaultKind {
-    /// The name a scenario file uses (and the history records).
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Partition => "partition",
-            Self::Pause => "pause",
-            Self::StallRenewal => "stall_renewal",
-            Self::Crash => "crash",
-            Self::SlowStore => "slow_store",
-            Self::FailingStore => "failing_store",
-            Self::SlowModel => "slow_model",
-            Self::Failover => "failover",
-            Self::RedisRestart => "redis_restart",
-            Self::KeyLoss => "key_loss",
-            Self::PauseWrites => "pause_writes",
-            Self::ClockJump => "clock_jump",
-            Self::SlowRedis => "slow_redis",
-            Self::LoseReplies => "lose_replies",
-        }
-    }
-}
-
-impl std::fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use leasequake_reports::history::FaultKind;
 
 /// Which link a partition cuts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -563,15 +491,16 @@ impl Scenario {
         let mut faults = self.faults.clone();
         let Some(r) = &self.random else { return faults };
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let store_wide = |k: FaultKind| matches!(k, FaultKind::SlowStore | FaultKind::FailingStore);
         // Faults that must not overlap another of their group: two store-wide faults at once
         // cannot be told apart by any probe; a process fault (crash, pause, stall) on a node
         // another has crashed or stopped cannot take effect, and "owner" is only resolved when
         // it applies, so no two process faults overlap on any node.
-        let group = |k: FaultKind| match k {
-            FaultKind::SlowStore | FaultKind::FailingStore => Some(0),
-            FaultKind::Crash | FaultKind::Pause | FaultKind::StallRenewal => Some(1),
-            _ => None,
+        let group = |k: FaultKind| {
+            if k.store_wide() {
+                Some(0)
+            } else {
+                k.stops_a_process().then_some(1)
+            }
         };
         let mut windows: [Vec<(u64, u64)>; 2] = Default::default();
         for _ in 0..r.faults {
@@ -600,7 +529,7 @@ impl Scenario {
             if let Some(g) = group(kind) {
                 windows[g].push((at_ms, at_ms + duration_ms));
             }
-            let node_fault = !store_wide(kind);
+            let node_fault = !kind.store_wide();
             // (failover and redis_restart are refused in `kinds` by validation)
             // Only the owner calls the model, so a slow model goes to the owner (the draw is
             // still made: every other fault of a seed stays as it was).

@@ -451,6 +451,146 @@ pub struct Header {
     pub clients_follow: bool,
 }
 
+/// The faults of this version of the runner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// Cut a node from Redis, the store, or both (`link`), by blackhole or reset (`mode`).
+    Partition,
+    /// SIGSTOP a node (renewal freezes too), SIGCONT after `duration_s`.
+    Pause,
+    /// Stall the node's renewal thread only.
+    StallRenewal,
+    /// SIGKILL a node; restart it (new incarnation) after `duration_s`.
+    Crash,
+    /// Latency on the store's responses (`latency_ms`).
+    SlowStore,
+    /// Reset the store's connections.
+    FailingStore,
+    /// Slow model calls (`latency_ms` more per call).
+    SlowModel,
+    /// Sentinel failover of the Redis primary: `mode = "pause"` (SIGSTOP) or `"isolate"`
+    /// (cut from the replication network; clients still reach it: the split-brain window). Node
+    /// proxies follow the new primary after `follow_ms`, except the `never_follow` nodes.
+    Failover,
+    /// Kill the Redis primary (SIGKILL) and start it again: no persistence, so the lease key and
+    /// the fence counter are gone (the replica resyncs from the empty primary).
+    RedisRestart,
+    /// Delete the lease key on the primary (an operator's `DEL`/`FLUSHALL`, an eviction): the
+    /// holder does not know until its next check or renewal. Instantaneous (`duration_s` 0).
+    KeyLoss,
+    /// `CLIENT PAUSE WRITE` on the primary for `duration_s` (what a Redis failover does while it
+    /// hands over): writes and scripts block, reads still answer.
+    PauseWrites,
+    /// Move the primary's wall clock by `jump_ms` (forward: positive; back: negative) for
+    /// `duration_s`; Redis expires keys on it. Healing moves it back (the opposite jump).
+    ClockJump,
+    /// Latency (`latency_ms`, ± `jitter_ms`) on one node's link to Redis, on its replies
+    /// (`direction = "replies"`, the default), its requests, or both: a slow reply shortens the
+    /// node's validity, it must not extend it.
+    SlowRedis,
+    /// Ambiguous replies on one node's link to Redis: every command the node sends reaches Redis
+    /// and runs, its reply never comes, and each connection is cut 100 ms after the fault reaches
+    /// it (a reconnect lives 100 ms too). Aimed with a trigger (`on = "renewed"`: the next renewal;
+    /// `on = "released"`: the next acquire).
+    LoseReplies,
+}
+
+impl FaultKind {
+    /// Whether it can hold a renewal in flight, and whose: a renewal the fault delays is no
+    /// failure to renew (`keeps_renewing`). A partition's is its target's unless its probe saw the
+    /// Redis link reset (a renewal then fails at once): the checker reads that from the
+    /// verification's [`LinkCut`].
+    #[must_use]
+    pub fn holds_renewal(self) -> Holds {
+        match self {
+            Self::Pause | Self::StallRenewal | Self::SlowRedis | Self::Partition => Holds::Target,
+            Self::Failover | Self::RedisRestart | Self::PauseWrites => Holds::Everyone,
+            Self::Crash
+            | Self::SlowStore
+            | Self::FailingStore
+            | Self::SlowModel
+            | Self::KeyLoss
+            | Self::ClockJump
+            | Self::LoseReplies => Holds::Nobody,
+        }
+    }
+
+    /// Stops or kills a node's process, or holds its renewal thread: two of these at once on one
+    /// node cannot both take effect.
+    #[must_use]
+    pub fn stops_a_process(self) -> bool {
+        matches!(self, Self::Crash | Self::Pause | Self::StallRenewal)
+    }
+
+    /// Acts on the store as a whole (every node's store link): two at once cannot be told apart.
+    #[must_use]
+    pub fn store_wide(self) -> bool {
+        matches!(self, Self::SlowStore | Self::FailingStore)
+    }
+
+    /// Changes which Redis instance is master (the observer sees roles change).
+    #[must_use]
+    pub fn changes_roles(self) -> bool {
+        self == Self::Failover
+    }
+
+    /// Stops and starts the redis-primary container (Docker's `die` and `start` for it).
+    #[must_use]
+    pub fn restarts_the_primary_container(self) -> bool {
+        self == Self::RedisRestart
+    }
+
+    /// The name a scenario file uses (and the history records).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Partition => "partition",
+            Self::Pause => "pause",
+            Self::StallRenewal => "stall_renewal",
+            Self::Crash => "crash",
+            Self::SlowStore => "slow_store",
+            Self::FailingStore => "failing_store",
+            Self::SlowModel => "slow_model",
+            Self::Failover => "failover",
+            Self::RedisRestart => "redis_restart",
+            Self::KeyLoss => "key_loss",
+            Self::PauseWrites => "pause_writes",
+            Self::ClockJump => "clock_jump",
+            Self::SlowRedis => "slow_redis",
+            Self::LoseReplies => "lose_replies",
+        }
+    }
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whose renewal a fault can hold in flight ([`FaultKind::holds_renewal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holds {
+    /// The node it targets.
+    Target,
+    /// Every node (the fault is on Redis itself).
+    Everyone,
+    /// No one.
+    Nobody,
+}
+
+/// How a partition's probe found a node's Redis link (version 4): silent (a blackhole holds a
+/// command in flight) or reset (a command fails at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkCut {
+    /// The probe got no answer: commands hang until the link heals.
+    Silent,
+    /// The probe's connection was reset, closed or refused: commands fail at once.
+    Reset,
+}
+
 /// A fault's life: requested, verified in effect by an independent probe, healed; or failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -471,8 +611,8 @@ pub enum FaultPhase {
 pub struct FaultEvent {
     /// Fault id, unique in the run.
     pub id: u64,
-    /// Kind (`partition_redis`, `pause_node`, `crash_node`, `failover`, ...).
-    pub fault: String,
+    /// Kind.
+    pub fault: FaultKind,
     /// What it targets: a node id (`n1`) or an instance (`redis-primary`).
     pub target: String,
     /// Which step.
@@ -481,6 +621,10 @@ pub struct FaultEvent {
     pub at_ns: u64,
     /// Free text (the probe's finding, the failure's cause).
     pub detail: String,
+    /// On a partition's `verified` line that cut a node's Redis link: how the probe found it
+    /// (version 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_link: Option<LinkCut>,
 }
 
 /// What the observer saw of the lease key on one Redis instance.

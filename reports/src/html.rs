@@ -254,7 +254,7 @@ fn faults_table(o: &mut String, h: &[HistoryLine]) {
     let mut rows: BTreeMap<u64, (String, String, Phases)> = BTreeMap::new();
     for l in h {
         if let HistoryLine::Fault(f) = l {
-            rows.entry(f.id).or_insert_with(|| (f.fault.clone(), f.target.clone(), vec![])).2.push((
+            rows.entry(f.id).or_insert_with(|| (f.fault.to_string(), f.target.clone(), vec![])).2.push((
                 f.phase,
                 f.at_ns,
                 f.detail.clone(),
@@ -413,7 +413,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
         if let HistoryLine::Fault(f) = l {
             let w = windows
                 .entry(f.id)
-                .or_insert_with(|| (f.fault.clone(), f.target.clone(), None, None, None, String::new()));
+                .or_insert_with(|| (f.fault.to_string(), f.target.clone(), None, None, None, String::new()));
             match f.phase {
                 FaultPhase::Requested => w.2 = Some(f.at_ns),
                 FaultPhase::Verified => {

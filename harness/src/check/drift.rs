@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use leasequake_reports::history::{EnvChange, EnvEvent, ObserverSample};
+use leasequake_reports::history::{EnvChange, EnvEvent, FaultKind, ObserverSample};
 
 use super::Faults;
 
@@ -32,7 +32,7 @@ pub(super) fn roles(
     for o in observer {
         let Some(role) = o.role.as_deref() else { continue };
         let Some((was, since)) = last.insert(&o.instance, (role, o.at_ns)) else { continue };
-        if was != role && !faults.covers_any("failover", since, o.at_ns) && named.insert(&o.instance) {
+        if was != role && !faults.covers_any(FaultKind::changes_roles, since, o.at_ns) && named.insert(&o.instance) {
             out.push(format!(
                 "the environment drifted: {} went from {was} to {role} between {:.1} s and {:.1} s with no failover declared \
                  in effect (Sentinel failed over on its own?); the nodes were not told, so the run no longer tests its scenario",
@@ -57,7 +57,8 @@ pub(super) fn environment(events: &[&EnvEvent], faults: &Faults, started_ns: u64
         let explained = match e.change {
             EnvChange::Sentinel | EnvChange::SwitchMaster => true,
             EnvChange::ContainerDied | EnvChange::ContainerStarted => {
-                e.subject == "redis-primary" && faults.covers_any("redis_restart", e.at_ns, e.at_ns)
+                e.subject == "redis-primary"
+                    && faults.covers_any(FaultKind::restarts_the_primary_container, e.at_ns, e.at_ns)
             }
             EnvChange::ContainerOther | EnvChange::ProxyChanged | EnvChange::ProxyUnreachable => false,
         };

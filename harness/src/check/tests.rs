@@ -1,6 +1,6 @@
 use leasequake_reports::history::{
-    AuditRecord, EnvChange, EnvEvent, EventKind, ExpectedFailure, FaultEvent, FaultPhase, FenceSource, Header,
-    HistoryLine, NodeEvent, ObserverSample, Snapshot, StoreOp, StorePolicy,
+    AuditRecord, EnvChange, EnvEvent, EventKind, ExpectedFailure, FaultEvent, FaultKind, FaultPhase, FenceSource,
+    Header, HistoryLine, LinkCut, NodeEvent, ObserverSample, Snapshot, StoreOp, StorePolicy,
 };
 use leasequake_reports::{Expectation, PropertyStatus, Verdict};
 
@@ -99,31 +99,33 @@ impl H {
         self
     }
     pub(super) fn fault(self, id: u64, phase: FaultPhase) -> Self {
-        self.fault_of("pause_node", id, phase)
+        self.fault_of(FaultKind::Pause, id, phase)
     }
-    pub(super) fn fault_of(mut self, kind: &str, id: u64, phase: FaultPhase) -> Self {
+    pub(super) fn fault_of(mut self, kind: FaultKind, id: u64, phase: FaultPhase) -> Self {
         let at = self.tick();
         self.lines.push(HistoryLine::Fault(FaultEvent {
             id,
-            fault: kind.into(),
+            fault: kind,
             target: "n1".into(),
             phase,
             at_ns: at,
             detail: String::new(),
+            redis_link: None,
         }));
         self
     }
-    /// A fault on n1 with its verified detail (a partition's says how the Redis link was cut).
-    pub(super) fn fault_seen(self, kind: &str, id: u64, detail: &str) -> Self {
+    /// A fault on n1, verified (a partition's verification says how the Redis link was cut).
+    pub(super) fn fault_seen(self, kind: FaultKind, id: u64, redis_link: Option<LinkCut>) -> Self {
         let mut h = self.fault_of(kind, id, FaultPhase::Requested);
         let at = h.tick();
         h.lines.push(HistoryLine::Fault(FaultEvent {
             id,
-            fault: kind.into(),
+            fault: kind,
             target: "n1".into(),
             phase: FaultPhase::Verified,
             at_ns: at,
-            detail: detail.into(),
+            detail: String::new(),
+            redis_link,
         }));
         h
     }
@@ -225,7 +227,7 @@ fn a_write_under_an_older_fence_after_a_newer_one_is_a_stale_write_naming_both_a
     let v = &p.violations[0];
     let fences: Vec<u64> = v.evidence.iter().map(|e| e.fence).collect();
     assert_eq!(fences, [2, 1], "newer write, then the stale one");
-    assert_eq!(v.faults_active, ["#1 pause_node on n1"]);
+    assert_eq!(v.faults_active, ["#1 pause on n1"]);
 }
 
 #[test]
@@ -353,11 +355,12 @@ fn an_instance_the_observer_lost_is_a_hole_unless_a_fault_on_that_instance_was_d
         let at = h.tick();
         h.lines.push(HistoryLine::Fault(FaultEvent {
             id: 1,
-            fault: "failover".into(),
+            fault: FaultKind::Failover,
             target: "redis-primary".into(),
             phase,
             at_ns: at,
             detail: String::new(),
+            redis_link: None,
         }));
         h
     };
@@ -430,11 +433,11 @@ fn wasteful(budget: Option<u64>, paused: bool) -> Vec<HistoryLine> {
         .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1, sent_ns: None })
         .event("n2", EventKind::Acquired { token: token("n2", 2), fence: 2, sent_ns: None });
     if paused {
-        h = h.fault_of("pause", 1, FaultPhase::Requested);
+        h = h.fault_of(FaultKind::Pause, 1, FaultPhase::Requested);
     }
     h = h.wait(200);
     if paused {
-        h = h.fault_of("pause", 1, FaultPhase::Healed);
+        h = h.fault_of(FaultKind::Pause, 1, FaultPhase::Healed);
     }
     h.event("n1", EventKind::ModelCall { token: token("n1", 1), batch: 1, ms: 20, decided_ns: None })
         .round("n2", 2)
@@ -531,7 +534,7 @@ fn faults_report_their_time_to_effect() {
         .fault(7, FaultPhase::Healed)
         .round("n1", 1)
         .end();
-    assert_eq!(check(&h).metrics.fault_effect_ms, [(7, "pause_node on n1".to_owned(), 31)]);
+    assert_eq!(check(&h).metrics.fault_effect_ms, [(7, "pause on n1".to_owned(), 31)]);
 }
 
 mod against_a_brute_force_reference {
@@ -630,7 +633,7 @@ fn renewals_then(recorded: bool, between: impl FnOnce(H) -> H) -> Vec<HistoryLin
 #[test]
 fn working_on_after_renewals_stop_with_redis_answering_violates_keeps_renewing() {
     // A watchdog that died with its reset connection: the owner works on, unrenewed.
-    let reset = |h: H| h.fault_seen("partition", 1, "n1-redis: probe reset").fault(1, FaultPhase::Healed);
+    let reset = |h: H| h.fault_seen(FaultKind::Partition, 1, Some(LinkCut::Reset)).fault(1, FaultPhase::Healed);
     let h = renewals_then(true, reset);
     let r = check(&h);
     let p = r.properties.iter().find(|p| p.name == "keeps_renewing").unwrap();
@@ -645,19 +648,21 @@ fn working_on_after_renewals_stop_with_redis_answering_violates_keeps_renewing()
 
 #[test]
 fn a_renewal_redis_may_not_answer_excuses_the_lag_and_a_renewing_holder_holds() {
-    for (kind, detail) in [
-        ("partition", "n1-redis: probe silent"),
-        ("partition", "n1-store: probe reset"),
-        ("pause", "SIGSTOP"),
-        ("stall_renewal", ""),
-        ("pause_writes", ""),
-        ("failover", ""),
+    for (kind, link) in [
+        (FaultKind::Partition, Some(LinkCut::Silent)),
+        // A store-only partition (no Redis link cut), or one recorded before version 4 (no
+        // finding): excused, the reading that cannot make a FAIL.
+        (FaultKind::Partition, None),
+        (FaultKind::Pause, None),
+        (FaultKind::StallRenewal, None),
+        (FaultKind::PauseWrites, None),
+        (FaultKind::Failover, None),
     ] {
-        let h = renewals_then(true, |h| h.fault_seen(kind, 1, detail).wait(50).fault(1, FaultPhase::Healed));
-        assert_eq!(status(&h, "keeps_renewing"), PropertyStatus::Held, "{kind} {detail}");
+        let h = renewals_then(true, |h| h.fault_seen(kind, 1, link).wait(50).fault(1, FaultPhase::Healed));
+        assert_eq!(status(&h, "keeps_renewing"), PropertyStatus::Held, "{kind} {link:?}");
     }
     // A fault that cannot hold a renewal excuses nothing.
-    let h = renewals_then(true, |h| h.fault_seen("slow_model", 1, "").fault(1, FaultPhase::Healed));
+    let h = renewals_then(true, |h| h.fault_seen(FaultKind::SlowModel, 1, None).fault(1, FaultPhase::Healed));
     assert_eq!(status(&h, "keeps_renewing"), PropertyStatus::Violated);
     // Working 250 ms after the last renewal is within 2.5 intervals; 251 is not.
     let within = |ms: u64| {
@@ -712,9 +717,10 @@ fn a_role_change_no_failover_explains_is_drift_and_inconclusive() {
     assert_eq!(check(&following).verdict, Verdict::Pass, "{:?}", check(&following).inconclusive);
     // The same change inside a declared failover is the fault doing its work.
     let declared = roles(H::new().round("n1", 1), "master", "slave")
-        .fault_of("failover", 1, FaultPhase::Requested)
-        .fault_of("failover", 1, FaultPhase::Verified);
-    let declared = roles(declared, "slave", "master").fault_of("failover", 1, FaultPhase::Healed).round("n1", 2).end();
+        .fault_of(FaultKind::Failover, 1, FaultPhase::Requested)
+        .fault_of(FaultKind::Failover, 1, FaultPhase::Verified);
+    let declared =
+        roles(declared, "slave", "master").fault_of(FaultKind::Failover, 1, FaultPhase::Healed).round("n1", 2).end();
     let r = check(&declared);
     assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.inconclusive);
     // An unreadable sample (no role) is no change.
@@ -749,12 +755,15 @@ fn an_environment_change_no_fault_explains_is_drift_naming_it() {
     // fault in effect) is drift too.
     named(H::new().round("n1", 1).env(EnvChange::ContainerDied, "redis-primary"), "redis-primary");
     let after = H::new()
-        .fault_of("redis_restart", 1, FaultPhase::Requested)
-        .fault_of("redis_restart", 1, FaultPhase::Verified)
-        .fault_of("redis_restart", 1, FaultPhase::Healed);
+        .fault_of(FaultKind::RedisRestart, 1, FaultPhase::Requested)
+        .fault_of(FaultKind::RedisRestart, 1, FaultPhase::Verified)
+        .fault_of(FaultKind::RedisRestart, 1, FaultPhase::Healed);
     named(after.env(EnvChange::ContainerDied, "redis-primary"), "redis-primary");
-    let other = H::new().fault_of("pause_node", 1, FaultPhase::Requested);
-    named(other.env(EnvChange::ContainerDied, "redis-primary").fault_of("pause_node", 1, FaultPhase::Healed), "redis");
+    let other = H::new().fault_of(FaultKind::Pause, 1, FaultPhase::Requested);
+    named(
+        other.env(EnvChange::ContainerDied, "redis-primary").fault_of(FaultKind::Pause, 1, FaultPhase::Healed),
+        "redis",
+    );
     // Following failovers does not excuse a container or a proxy.
     let mut following = H::new().round("n1", 1).env(EnvChange::ContainerDied, "sentinel-1").round("n1", 2).end();
     if let HistoryLine::Header(h) = &mut following[0] {
@@ -769,11 +778,11 @@ fn environment_changes_a_fault_explains_or_that_only_inform_leave_the_verdict_al
     // redis-primary killed and started again inside a declared redis_restart.
     let restart = H::new()
         .round("n1", 1)
-        .fault_of("redis_restart", 1, FaultPhase::Requested)
+        .fault_of(FaultKind::RedisRestart, 1, FaultPhase::Requested)
         .env(EnvChange::ContainerDied, "redis-primary")
         .env(EnvChange::ContainerStarted, "redis-primary")
-        .fault_of("redis_restart", 1, FaultPhase::Verified)
-        .fault_of("redis_restart", 1, FaultPhase::Healed)
+        .fault_of(FaultKind::RedisRestart, 1, FaultPhase::Verified)
+        .fault_of(FaultKind::RedisRestart, 1, FaultPhase::Healed)
         .round("n1", 2)
         .end();
     assert_eq!(check(&restart).verdict, Verdict::Pass, "{:?}", check(&restart).inconclusive);

@@ -8,7 +8,10 @@ fn example() -> String {
 }
 
 fn run_check(history: &str) -> (i32, String, serde_json::Value) {
-    let dir = std::env::temp_dir().join(format!("leasequake-check-{}-{}", std::process::id(), history.len()));
+    // One directory per call: tests run in parallel, and two histories can have one length.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("leasequake-check-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("history.jsonl"), history).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("check").arg(&dir).output().unwrap();
@@ -46,14 +49,16 @@ fn the_doc_example_passes_as_a_declared_expected_failure_and_when_fenced() {
 
 #[test]
 fn an_unreadable_history_line_makes_the_run_inconclusive() {
-    let broken = example().replace(
-        r#"{"kind":"fault","id":1,"fault":"pause_node","target":"n1","phase":"healed""#,
-        r#"{"kind":"fault","id":"one","fault":"pause_node","target":"n1","phase":"healed""#,
-    );
-    let fenced = broken.replace(r#""collection":"c1","accepted":true"#, r#""collection":"c1","accepted":false"#);
-    let (code, stdout, _) = run_check(&fenced);
-    assert_eq!(code, 3, "{stdout}");
-    assert!(stdout.contains("unreadable history line"), "{stdout}");
+    let healed = r#"{"kind":"fault","id":1,"fault":"pause","target":"n1","phase":"healed""#;
+    assert!(example().contains(healed));
+    // A field of the wrong type, and a fault kind this version does not know.
+    for damaged in [healed.replace(r#""id":1"#, r#""id":"one""#), healed.replace(r#""pause""#, r#""pause_node""#)] {
+        let broken = example().replace(healed, &damaged);
+        let fenced = broken.replace(r#""collection":"c1","accepted":true"#, r#""collection":"c1","accepted":false"#);
+        let (code, stdout, _) = run_check(&fenced);
+        assert_eq!(code, 3, "{damaged}: {stdout}");
+        assert!(stdout.contains("unreadable history line"), "{stdout}");
+    }
 }
 
 #[test]
