@@ -705,14 +705,22 @@ fn measure<'a>(
 ) -> (Metrics, Vec<Waste<'a>>) {
     let mut m = Metrics::default();
     // When each acquisition was truly lost: its own report, a successor's acquire, or the
-    // observer seeing another holder on the primary, whichever came first.
+    // observer seeing another holder on the primary, whichever came first. A node's own acts
+    // (reports, acquires, calls) are placed by the node's stamps, not by when its lines reached
+    // the harness: under load a node's lines arrive hundreds of ms late, and not equally late for
+    // every node (330 ms seen in a soak at load 18), so receipt stamps can put a node's last call
+    // after a successor's acquire it preceded. Lines without a node stamp keep their receipt.
     let mut acquired: Vec<(u64, &str, u64)> = Vec::new(); // (at, token, fence)
+    let mut acquired_sent: HashMap<&str, u64> = HashMap::new();
     let mut loss_at: HashMap<&str, u64> = HashMap::new();
     for n in nodes {
         match n.kind {
-            EventKind::Acquired { token, fence, .. } => acquired.push((n.at_ns, token, *fence)),
+            EventKind::Acquired { token, fence, .. } => {
+                acquired.push((n.at_ns, token, *fence));
+                acquired_sent.insert(token, n.sent_ns);
+            }
             EventKind::OwnershipLost { token, .. } => {
-                loss_at.entry(token).and_modify(|t| *t = (*t).min(n.at_ns)).or_insert(n.at_ns);
+                loss_at.entry(token).and_modify(|t| *t = (*t).min(n.sent_ns)).or_insert(n.sent_ns);
             }
             _ => {}
         }
@@ -724,10 +732,11 @@ fn measure<'a>(
     // When a newer acquisition (another token) was first reported after each one.
     let mut superseded_at: HashMap<&str, u64> = HashMap::new();
     for pair in acquired.windows(2) {
-        let ((old_at, old, _), (at, _, _)) = (pair[0], pair[1]);
-        let at = at.max(old_at);
-        loss_at.entry(old).and_modify(|t| *t = (*t).min(at)).or_insert(at);
-        superseded_at.insert(old, at);
+        let ((old_at, old, _), (at, new, _)) = (pair[0], pair[1]);
+        superseded_at.insert(old, at.max(old_at));
+        let sent = |t: &str, or: u64| acquired_sent.get(t).copied().unwrap_or(or);
+        let lost = sent(new, at).max(sent(old, old_at));
+        loss_at.entry(old).and_modify(|t| *t = (*t).min(lost)).or_insert(lost);
     }
     // The observer's evidence of loss: the key held by another token acquired after this one (an
     // absent key says nothing: a sample is slower than a release, and the key may be re-taken).
@@ -762,13 +771,13 @@ fn measure<'a>(
             EventKind::SyncFinished { .. } => nm.syncs += 1,
             EventKind::RoundAborted { lost: true, .. } => nm.lost_rounds += 1,
             EventKind::RoundAborted { lost: false, .. } => nm.other_aborts += 1,
-            EventKind::ModelCall { token, .. } if loss_at.get(token.as_str()).is_some_and(|l| n.at_ns > *l) => {
+            EventKind::ModelCall { token, .. } if loss_at.get(token.as_str()).is_some_and(|l| n.sent_ns > *l) => {
                 nm.wasted_model_calls += 1;
-                last_action.insert(token, (n.at_ns, n.node));
+                last_action.insert(token, (n.sent_ns, n.node));
             }
-            EventKind::StoreCallSent { token, .. } if loss_at.get(token.as_str()).is_some_and(|l| n.at_ns > *l) => {
+            EventKind::StoreCallSent { token, .. } if loss_at.get(token.as_str()).is_some_and(|l| n.sent_ns > *l) => {
                 nm.wasted_store_calls += 1;
-                last_action.insert(token, (n.at_ns, n.node));
+                last_action.insert(token, (n.sent_ns, n.node));
             }
             _ => {}
         }

@@ -505,6 +505,47 @@ fn work_after_a_successor_acquired_is_wasted_and_measured() {
 }
 
 #[test]
+fn lines_that_reach_the_harness_late_are_placed_by_the_nodes_stamps_for_waste() {
+    // n1's last calls were made before n2 acquired (by n1's own stamps) but reached the harness
+    // 300 ms later, after n2's acquire: a loaded machine, not waste. Made 200 ms after n2's
+    // acquire, they are waste, however quickly they arrive.
+    let late = |made_after_ms: i64| {
+        let mut h = H::new().event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1, sent_ns: None });
+        let base = h.tick();
+        let acquired_n2 = base + 100 * MS;
+        h = h.wait(100).event("n2", EventKind::Acquired { token: token("n2", 2), fence: 2, sent_ns: None });
+        let made = acquired_n2.saturating_add_signed(made_after_ms * MS as i64);
+        let received = acquired_n2 + 300 * MS;
+        h.t = received;
+        h.lines.push(HistoryLine::Node {
+            node: "n1".into(),
+            incarnation: 1,
+            received_ns: received,
+            event: NodeEvent {
+                mono_ns: made,
+                round: 1,
+                kind: EventKind::StoreCallSent {
+                    token: token("n1", 1),
+                    fence: 1,
+                    op: StoreOp::Upsert,
+                    call: 3,
+                    decided_ns: None,
+                },
+            },
+        });
+        let mut h = h.round("n2", 2).end();
+        if let HistoryLine::Header(hd) = &mut h[0] {
+            hd.waste_budget_ms = Some(150);
+        }
+        crate::history::seal(&mut h);
+        let r = check(&h);
+        (r.metrics.nodes["n1"].wasted_store_calls, status(&h, "bounded_waste"))
+    };
+    assert_eq!(late(-20), (0, PropertyStatus::Held));
+    assert_eq!(late(200), (1, PropertyStatus::Violated));
+}
+
+#[test]
 fn a_write_landing_while_another_owned_is_counted_and_an_absent_key_is_not_another_owner() {
     let h = H::new()
         .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1, sent_ns: None })
