@@ -37,6 +37,7 @@ pub mod history;
 pub mod image;
 pub mod local_redis;
 pub mod node;
+pub mod observer;
 pub mod progress;
 pub mod report;
 pub mod run;

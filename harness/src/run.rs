@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use leasequake_reports::history::{
     EventKind, FaultEvent, FaultPhase, Header, HistoryLine, LeaseTimings, LinkCut, NodeCommand, NodeConfig,
-    ObserverSample, PipelineShape, Snapshot, HISTORY_VERSION, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
+    PipelineShape, Snapshot, HISTORY_VERSION, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
 };
 use leasequake_reports::{CheckResult, Verdict};
 use leasequake_toxiproxy::{Client as ProxyClient, Stream, ToxicSpec};
@@ -440,31 +440,6 @@ type Armed = (usize, Trigger, Option<String>);
 /// schedule answers on once it is applied.
 type Hit = (usize, String, tokio::sync::oneshot::Sender<()>);
 
-/// What a new observer sample shows against the instance's previous one (with when that one's
-/// exec began): the primary's key ran out under its holder, or the instance's role changed. Ran
-/// out: now gone or another's, and answered at or after the earliest moment the previous PTTL
-/// allows for the run-out (its GET ran after its exec began: exec start + PTTL). Samples are
-/// hundreds of ms apart and an exec takes up to hundreds on a loaded machine, so the clock
-/// readings decide, not a threshold; a lease that releases at its own deadline, a few ms before
-/// its key would run out, counts as expired too. A release a renewal interval early does not.
-fn observed(prev: Option<(&ObserverSample, u64)>, now: &ObserverSample) -> Vec<Observed> {
-    let Some((prev, prev_began_ns)) = prev else { return Vec::new() };
-    let mut seen = Vec::new();
-    if now.instance == "redis-primary" {
-        if let (Some(held), Some(ttl)) = (&prev.holder, prev.ttl_ms.and_then(|t| u64::try_from(t).ok())) {
-            let runs_out_ns = prev_began_ns.saturating_add(ttl.saturating_mul(1_000_000));
-            if runs_out_ns <= now.at_ns && now.holder.as_ref() != Some(held) {
-                let node = held.split('/').next().unwrap_or_default().to_owned();
-                seen.push(Observed::KeyExpired { node });
-            }
-        }
-    }
-    if prev.role.is_some() && now.role.is_some() && prev.role != now.role {
-        seen.push(Observed::RoleChanged { instance: now.instance.clone(), role: now.role.clone().unwrap_or_default() });
-    }
-    seen
-}
-
 /// Points every node's Redis proxy at `seen`'s instance when it became master (the nodes follow
 /// failovers as Sentinel-aware clients do). A proxy that cannot be moved is logged: the run then
 /// shows it as lost liveness, and the log says why.
@@ -632,72 +607,13 @@ async fn drive(
         })
     };
 
-    // The observer: who holds the key on each instance, every 250 ms, through docker exec (a path
-    // that survives cut links and failovers); one loop per instance, so a frozen one (a paused
-    // container answers nothing) does not stop the other's samples.
+    // The observer (who holds the key on each instance) and what it saw, for the triggers that
+    // follow it (`key_expired`, `role_changed`).
     let stop_observer = CancellationToken::new();
-    // What the observer saw, for the triggers that follow it (`key_expired`, `role_changed`).
     let (seen_tx, mut seen_rx) = mpsc::channel::<Observed>(64);
-    let observer = {
-        let key = lease_key(&ctx.tenant);
-        let one = |instance: &'static str| {
-            let (lines, stop, key, seen_tx) = (lines.clone(), stop_observer.clone(), key.clone(), seen_tx.clone());
-            async move {
-                // The previous good sample, with when its exec began (its GET ran after that).
-                let mut prev: Option<(ObserverSample, u64)> = None;
-                // Bounded by the run (stop).
-                while !stop.is_cancelled() {
-                    let began_ns = mono_ns();
-                    // One exec per sample (GET, PTTL, ROLE in one redis-cli), stamped when it has
-                    // answered: the holder was seen at or before then.
-                    let out = env.redis_cli_batch(instance, &format!("GET {key}\nPTTL {key}\nROLE\n")).await;
-                    let at_ns = mono_ns();
-                    let text = out.map_err(|e| e.to_string());
-                    let replies: Vec<&str> =
-                        text.as_deref().map(|t| t.lines().map(str::trim).collect()).unwrap_or_default();
-                    let role = replies.get(2).filter(|r| matches!(**r, "master" | "slave")).map(|r| (*r).to_owned());
-                    let sample = match (&text, role) {
-                        (Ok(_), Some(role)) => ObserverSample {
-                            instance: instance.into(),
-                            at_ns,
-                            holder: replies.first().map(|h| (*h).to_owned()).filter(|h| !h.is_empty()),
-                            ttl_ms: replies.get(1).and_then(|t| t.parse().ok()),
-                            role: Some(role),
-                            error: None,
-                        },
-                        (answer, _) => ObserverSample {
-                            instance: instance.into(),
-                            at_ns,
-                            holder: None,
-                            ttl_ms: None,
-                            role: None,
-                            error: Some(match answer {
-                                Ok(t) => format!("unexpected answer: {}", t.lines().next().unwrap_or("")),
-                                Err(e) => e.clone(),
-                            }),
-                        },
-                    };
-                    if sample.error.is_none() {
-                        for seen in observed(prev.as_ref().map(|(p, b)| (p, *b)), &sample) {
-                            // A full queue drops the sighting: a trigger then waits for the next.
-                            let _ = seen_tx.try_send(seen);
-                        }
-                        prev = Some((sample.clone(), began_ns));
-                    }
-                    push(&lines, HistoryLine::Observer(sample));
-                    tokio::select! {
-                        () = stop.cancelled() => {}
-                        () = tokio::time::sleep(Duration::from_millis(250)) => {}
-                    }
-                }
-            }
-        };
-        let (primary, replica) = (one("redis-primary"), one("redis-replica"));
-        drop(seen_tx); // the two loops hold their own
-        async move {
-            tokio::join!(primary, replica);
-        }
-    };
+    let observed_lines = |l: HistoryLine| push(&lines, l);
+    let key = lease_key(&ctx.tenant);
+    let observer = crate::observer::observe(env, &key, &observed_lines, seen_tx, &stop_observer);
 
     let progress = &opts.progress;
     let fault_line = |id: u64, fault: FaultKind, target: &str, phase: FaultPhase, detail: String| {

@@ -1,6 +1,7 @@
 use leasequake_reports::history::ObserverSample;
 
-use super::{follow_delays, observed, run_end};
+use super::{follow_delays, run_end};
+use crate::observer::observed;
 use crate::scenario::Observed;
 use std::time::Duration;
 use std::time::Instant;
