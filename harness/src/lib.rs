@@ -46,6 +46,7 @@ pub mod scenario;
 pub mod selftest;
 pub mod store;
 pub mod supervisor;
+pub mod trigger;
 pub mod watch;
 
 // The harness is the production build of the node: it must never link a flawed lease. Cargo

@@ -21,7 +21,7 @@ use leasequake_toxiproxy::{Client as ProxyClient, Stream, ToxicSpec};
 use rustix::process::Signal;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn, Instrument};
+use tracing::{info, Instrument};
 
 use crate::check::check;
 use crate::clock::mono_ns;
@@ -32,6 +32,7 @@ use crate::image::{ensure, resolve, ImageSpec};
 use crate::progress::Progress;
 use crate::scenario::{Direction, Fault, FaultKind, Link, Mode, Observed, Scenario, Trigger};
 use crate::supervisor::{NodeHandle, NodeProcess, Received};
+use crate::trigger::{fire, fire_observed, follow_master, Armed, Hit};
 
 /// The schedule as executed, in each run directory (what `leasequake repro` replays).
 pub const SCHEDULE_FILE: &str = "schedule.json";
@@ -430,63 +431,6 @@ fn node_command(s: &Scenario, opts: &RunOptions) -> Result<Vec<String>, HarnessE
         // This very binary, through the kernel's link to its inode: a rebuild that replaces
         // target/debug/leasequake while a suite runs must not make the later nodes unstartable.
         None => Ok(vec!["/proc/self/exe".into(), "node".into()]),
-    }
-}
-
-/// A fault waiting for its trigger: its index, the trigger, the node it waits for (any, if none).
-type Armed = (usize, Trigger, Option<String>);
-
-/// A triggered fault handed to the schedule: its index, the node it hits, and a channel the
-/// schedule answers on once it is applied.
-type Hit = (usize, String, tokio::sync::oneshot::Sender<()>);
-
-/// Points every node's Redis proxy at `seen`'s instance when it became master (the nodes follow
-/// failovers as Sentinel-aware clients do). A proxy that cannot be moved is logged: the run then
-/// shows it as lost liveness, and the log says why.
-async fn follow_master(proxy: &ProxyClient, count: u32, seen: &Observed) {
-    let Observed::RoleChanged { instance, role } = seen else { return };
-    if role != "master" {
-        return;
-    }
-    for i in 1..=count {
-        let name = format!("n{i}-redis");
-        match tokio::time::timeout(Duration::from_secs(5), proxy.set_upstream(&name, &format!("{instance}:6379"))).await
-        {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => warn!(proxy = %name, error = %e, "could not follow the new master"),
-            Err(_) => warn!(proxy = %name, "could not follow the new master within 5 s"),
-        }
-    }
-    info!(%instance, nodes = count, "the nodes' Redis proxies follow the new master (follow_failovers)");
-}
-
-/// Fires every fault armed for what the observer saw. A fault aimed at a named node hits it; one
-/// aimed at the owner hits the node that held the expired key; one on Redis or the store, its own.
-async fn fire_observed(armed: &Mutex<Vec<Armed>>, seen: &Observed, hits: &mpsc::Sender<Hit>) {
-    let node = match seen {
-        Observed::KeyExpired { node } => node.as_str(),
-        Observed::RoleChanged { .. } => "",
-    };
-    fire(armed, hits, |t| t.fired_by_observed(seen), node).await;
-}
-
-/// Fires, in the order they were armed, every armed fault whose trigger `fires` and whose named
-/// target is `node` (any, when no node triggered), handing each to the schedule and waiting (at
-/// most 10 s) until it is applied. A fault without a named target hits `node`.
-async fn fire(armed: &Mutex<Vec<Armed>>, hits: &mpsc::Sender<Hit>, fires: impl Fn(&Trigger) -> bool, node: &str) {
-    let fired: Vec<(usize, String)> = {
-        let mut a = armed.lock().unwrap_or_else(PoisonError::into_inner);
-        let hit = |(_, t, target): &Armed| fires(t) && target.as_deref().is_none_or(|n| node.is_empty() || n == node);
-        let fired =
-            a.iter().filter(|x| hit(x)).map(|(i, _, target)| (*i, target.clone().unwrap_or(node.to_owned()))).collect();
-        a.retain(|x| !hit(x));
-        fired
-    };
-    for (i, target) in fired {
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        if hits.send((i, target, done_tx)).await.is_ok() {
-            let _ = tokio::time::timeout(Duration::from_secs(10), done_rx).await;
-        }
     }
 }
 
