@@ -210,7 +210,7 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
         inconclusive.push(live.sentence.clone());
     }
     properties.push(live);
-    let (metrics, wastes) = measure(&audit, &nodes, &faults, &observer);
+    let (metrics, wastes) = measure(&audit, &nodes, &faults, &observer, header.and_then(|h| h.ttl_ms));
     properties.push(bounded_waste(header.and_then(|h| h.waste_budget_ms), &wastes, &windows));
 
     let violated: Vec<&str> =
@@ -702,6 +702,7 @@ fn measure<'a>(
     nodes: &[NodeLine<'a>],
     faults: &[&FaultEvent],
     observer: &[&'a ObserverSample],
+    ttl_ms: Option<u64>,
 ) -> (Metrics, Vec<Waste<'a>>) {
     let mut m = Metrics::default();
     // When each acquisition was truly lost: its own report, a successor's acquire, or the
@@ -740,9 +741,22 @@ fn measure<'a>(
     }
     // The observer's evidence of loss: the key held by another token acquired after this one (an
     // absent key says nothing: a sample is slower than a release, and the key may be re-taken).
+    // A holder no node reported acquiring is newer only if its key can have been written after
+    // this acquisition was sent: a key written with the ttl at w shows ttl - (GET - w) left, and
+    // the GET ran before the sample's stamp, so w <= stamp - (ttl - left). (Seen in a soak: a
+    // sample whose GET ran just before n1 re-acquired showed n1's own earlier, ambiguous
+    // acquire, and n1's whole next round counted as waste.)
+    let written_after = |o: &ObserverSample, token: &str| -> bool {
+        let (Some(ttl), Some(left), Some(sent)) = (ttl_ms, o.ttl_ms, acquired_sent.get(token)) else { return true };
+        let aged_ms = ttl.saturating_sub(u64::try_from(left).unwrap_or(0));
+        o.at_ns.saturating_sub(aged_ms.saturating_mul(1_000_000)) > *sent
+    };
     let newer_holder = |o: &ObserverSample, token: &str| -> bool {
         let mine = rank.get(token).copied().unwrap_or(0);
-        o.error.is_none() && o.holder.as_deref().is_some_and(|h| h != token && rank.get(h).is_none_or(|r| *r > mine))
+        o.error.is_none()
+            && o.holder
+                .as_deref()
+                .is_some_and(|h| h != token && rank.get(h).map_or_else(|| written_after(o, token), |r| *r > mine))
     };
     let mut masters: Vec<&ObserverSample> =
         observer.iter().copied().filter(|o| o.role.as_deref() == Some("master")).collect();

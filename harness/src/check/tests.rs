@@ -546,6 +546,38 @@ fn lines_that_reach_the_harness_late_are_placed_by_the_nodes_stamps_for_waste() 
 }
 
 #[test]
+fn a_holder_no_node_reported_is_a_successor_only_if_its_key_was_written_after_the_acquire() {
+    // n1 acquires; a sample then shows a token no node reported (n1's own earlier, ambiguous
+    // acquire, or a node that never said so), with `left` ms of its 1500 ms ttl left; n1 works
+    // on for 500 ms. Written 400 ms ago (before n1's acquire): an older key the GET saw just
+    // before the acquire took effect, no loss. Written 1 ms ago: a successor, and n1's work waste.
+    let waste = |left: i64| {
+        let mut h = H::new().event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1, sent_ns: None });
+        let at = h.tick() + 100 * MS;
+        h.t = at;
+        h.lines.push(HistoryLine::Observer(ObserverSample {
+            instance: "redis-primary".into(),
+            at_ns: at,
+            holder: Some("n9/1/7/unreported".into()),
+            ttl_ms: Some(left),
+            role: Some("master".into()),
+            error: None,
+        }));
+        let h =
+            h.wait(500).event("n1", EventKind::ModelCall { token: token("n1", 1), batch: 1, ms: 20, decided_ns: None });
+        let mut h = h.round("n1", 1).end();
+        if let HistoryLine::Header(hd) = &mut h[0] {
+            hd.ttl_ms = Some(1500);
+            hd.waste_budget_ms = Some(150);
+        }
+        crate::history::seal(&mut h);
+        (check(&h).metrics.nodes["n1"].wasted_model_calls, status(&h, "bounded_waste"))
+    };
+    assert_eq!(waste(1100), (0, PropertyStatus::Held));
+    assert_eq!(waste(1499), (1, PropertyStatus::Violated));
+}
+
+#[test]
 fn a_write_landing_while_another_owned_is_counted_and_an_absent_key_is_not_another_owner() {
     let h = H::new()
         .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1, sent_ns: None })
