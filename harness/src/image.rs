@@ -259,12 +259,25 @@ pub async fn ensure(docker: &Docker, spec: &ImageSpec) -> Result<Built, HarnessE
     Ok(Built { reference, stable: format!("{repo}:{STABLE_TAG}"), rebuilt: !exists, took: started.elapsed() })
 }
 
-/// Removes this image's older builds (best effort: an image a container still uses is kept).
+/// Older builds younger than this are kept: another checkout or version of leasequake on the same
+/// Docker daemon (a second branch, a CI job beside it) may be about to start a container from one.
+/// Seen: a build pruned a soak's store image between its check and its container's creation.
+const PRUNE_AFTER_S: i64 = 24 * 3600;
+
+/// Whether a build created at `created` (Unix seconds) is old enough to prune at `now`.
+fn prunable(created: i64, now: i64) -> bool {
+    now.saturating_sub(created) > PRUNE_AFTER_S
+}
+
+/// Removes this image's builds older than a day (best effort: an image a container still uses is
+/// kept).
 async fn prune_older(docker: &Docker, name: &str, keep: &str) {
     let filters = std::collections::HashMap::from([("label", vec![format!("{LABEL_IMAGE}={name}")])]);
     let options = ListImagesOptionsBuilder::new().filters(&filters).build();
     let Ok(images) = docker.list_images(Some(options)).await else { return };
-    for image in images.iter().filter(|i| !i.repo_tags.iter().any(|t| t == keep)) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let now = i64::try_from(now).unwrap_or(i64::MAX);
+    for image in images.iter().filter(|i| !i.repo_tags.iter().any(|t| t == keep) && prunable(i.created, now)) {
         for tag in &image.repo_tags {
             let _ = docker.remove_image(tag, None::<RemoveImageOptions>, None).await;
         }
@@ -509,6 +522,15 @@ fn parse_ldd(text: &str) -> Vec<String> {
 mod tests {
     use super::{locate_binary, parse_ldd};
     use crate::error::HarnessError;
+
+    #[test]
+    fn only_builds_older_than_a_day_are_pruned_so_a_concurrent_version_keeps_its_image() {
+        let now = 1_800_000_000;
+        assert!(!super::prunable(now - 120, now), "built two minutes ago by another checkout");
+        assert!(!super::prunable(now - super::PRUNE_AFTER_S, now));
+        assert!(super::prunable(now - super::PRUNE_AFTER_S - 1, now));
+        assert!(!super::prunable(i64::MIN, i64::MIN), "no overflow");
+    }
 
     #[test]
     fn a_missing_program_names_where_we_looked_and_the_fix() {
