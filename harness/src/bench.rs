@@ -413,6 +413,7 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
         waste_budget_ms: None,
         node_command: None,
         clients_follow: false,
+        round_estimate_ms: None,
     })];
     let (mut t, mut seq, mut fence, mut fault) = (0u64, 0u64, 0u64, 0u64);
     while h.len() < n {

@@ -205,7 +205,7 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
     properties.push(keeps_renewing(header.and_then(|h| h.renew_ms), &nodes, &ends, &faults, &windows));
     properties.push(single_writer(&audit, &windows));
     properties.push(cleanup(&audit, snapshot, &windows));
-    let live = liveness(header, &audit, &faults, end_ns);
+    let live = liveness(header, (&nodes, &audit), (&faults, &windows), end_ns);
     if live.status == PropertyStatus::Inconclusive {
         inconclusive.push(live.sentence.clone());
     }
@@ -529,8 +529,42 @@ fn cleanup(audit: &[&AuditRecord], snapshot: Option<&Snapshot>, faults: &Faults)
     judge.result("aborted rounds' temporary collections were dropped by later owners, and every fault was healed", None)
 }
 
+/// The liveness bound in force, ms: the header's, lengthened by twice what this run's slowest
+/// complete round with no fault in effect took beyond the round the bound was built from (the
+/// header's `round_estimate_ms`). The estimate counts the pipeline's model and store time only;
+/// on a loaded machine (load 17 on 2 cores, a soak) a round of 40 batches took 3.8 s against
+/// 2.1 s estimated, and a correct lease missed the bound by 400 ms. A round is an acquisition
+/// (its node's stamp) to its accepted persist (the store's); one that never completes does not
+/// count, so a lease that stops syncing still fails.
+fn liveness_bound_ms(h: &Header, nodes: &[NodeLine], audit: &[&AuditRecord], faults: &Faults) -> (u64, Option<u64>) {
+    let Some(estimate) = h.round_estimate_ms else { return (h.liveness_bound_ms, None) };
+    let acquired: HashMap<&str, u64> = nodes
+        .iter()
+        .filter_map(|n| match n.kind {
+            EventKind::Acquired { token, .. } => Some((token.as_str(), n.sent_ns)),
+            _ => None,
+        })
+        .collect();
+    let slowest = audit
+        .iter()
+        .filter(|a| a.accepted && a.op == StoreOp::PersistRecord)
+        .filter_map(|a| acquired.get(a.token.as_str()).map(|from| (*from, a.mono_ns)))
+        .filter(|(from, to)| from < to && !faults.covers_any(|_| true, *from, *to))
+        .map(|(from, to)| (to - from) / 1_000_000)
+        .max();
+    match slowest {
+        Some(ms) if ms > estimate => (h.liveness_bound_ms.saturating_add(2 * (ms - estimate)), Some(ms)),
+        _ => (h.liveness_bound_ms, None),
+    }
+}
+
 /// After the last fault heals, a complete sync (an accepted persist) lands within the bound.
-fn liveness(header: Option<&Header>, audit: &[&AuditRecord], faults: &[&FaultEvent], end_ns: u64) -> PropertyResult {
+fn liveness(
+    header: Option<&Header>,
+    (nodes, audit): (&[NodeLine], &[&AuditRecord]),
+    (faults, windows): (&[&FaultEvent], &Faults),
+    end_ns: u64,
+) -> PropertyResult {
     let name = "liveness".to_owned();
     let result = |status, sentence: String| PropertyResult {
         name: name.clone(),
@@ -541,32 +575,32 @@ fn liveness(header: Option<&Header>, audit: &[&AuditRecord], faults: &[&FaultEve
     };
     let Some(h) = header else { return result(PropertyStatus::Inconclusive, "no header: no liveness bound".into()) };
     let healed = faults.iter().filter(|f| f.phase == FaultPhase::Healed).map(|f| f.at_ns).max().unwrap_or(h.started_ns);
-    let bound_ns = h.liveness_bound_ms.saturating_mul(1_000_000);
+    let (bound_ms, slowest) = liveness_bound_ms(h, nodes, audit, windows);
+    let bound = match slowest {
+        Some(ms) => format!("bound {bound_ms} ms: rounds here took up to {ms} ms"),
+        None => format!("bound {bound_ms} ms"),
+    };
+    let bound_ns = bound_ms.saturating_mul(1_000_000);
     let synced = audit.iter().find(|a| a.accepted && a.op == StoreOp::PersistRecord && a.mono_ns >= healed);
     match synced {
         Some(a) if a.mono_ns - healed <= bound_ns => result(
             PropertyStatus::Held,
             format!(
-                "a complete sync landed {} ms after the last fault healed (bound {} ms)",
-                (a.mono_ns - healed) / 1_000_000,
-                h.liveness_bound_ms
+                "a complete sync landed {} ms after the last fault healed ({bound})",
+                (a.mono_ns - healed) / 1_000_000
             ),
         ),
         _ if end_ns < healed.saturating_add(bound_ns) => result(
             PropertyStatus::Inconclusive,
             format!(
-                "the run ended {} ms after the last fault healed, before the liveness bound of {} ms",
-                end_ns.saturating_sub(healed) / 1_000_000,
-                h.liveness_bound_ms
+                "the run ended {} ms after the last fault healed, before the liveness bound ({bound})",
+                end_ns.saturating_sub(healed) / 1_000_000
             ),
         ),
         _ => {
             let mut judge = Judge::new("liveness");
             judge.violate(|| Violation {
-                summary: format!(
-                    "no complete sync landed within {} ms after the last fault healed",
-                    h.liveness_bound_ms
-                ),
+                summary: format!("no complete sync landed within {bound_ms} ms after the last fault healed ({bound})"),
                 evidence: vec![],
                 faults_active: vec![],
                 at_ns: healed.saturating_add(bound_ns),

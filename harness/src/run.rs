@@ -507,6 +507,7 @@ async fn drive(
         waste_budget_ms: s.waste_budget_ms,
         node_command: opts.node_cmd.clone().or_else(|| s.nodes.command.clone()),
         clients_follow: s.nodes.follow_failovers,
+        round_estimate_ms: Some(s.round_estimate_ms()),
     })]));
 
     // Nodes and the event collector (which also tracks the current owner for role targets and

@@ -464,12 +464,17 @@ impl Scenario {
     /// (ttl), one acquire wait, and two rounds of the pipeline.
     #[must_use]
     pub fn liveness_bound_ms(&self) -> u64 {
+        self.lease.ttl_ms + self.acquire_wait_ms() + 2 * self.round_estimate_ms() + 1000
+    }
+    /// One round of the pipeline as the bound counts it: its model and store time, from the
+    /// scenario (the checker lengthens the bound when this run's rounds took longer).
+    #[must_use]
+    pub fn round_estimate_ms(&self) -> u64 {
         let p = &self.pipeline;
-        let round = p.prepare_ms
+        p.prepare_ms
             + u64::from(p.batches) * (p.embed_ms + self.store.latency_ms * 2)
             + 8 * self.store.latency_ms
-            + p.pause_ms;
-        self.lease.ttl_ms + self.acquire_wait_ms() + 2 * round + 1000
+            + p.pause_ms
     }
     /// The expected failure, as the history records it.
     #[must_use]

@@ -449,6 +449,10 @@ pub struct Header {
     /// a role change no fault declared is then judged, not drift (version 3).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub clients_follow: bool,
+    /// The round the liveness bound counts twice, as the scenario estimates it (version 4): the
+    /// checker lengthens the bound by twice what this run's slowest fault-free round took more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_estimate_ms: Option<u64>,
 }
 
 /// The faults of this version of the runner.

@@ -39,6 +39,7 @@ pub(super) fn header(expected: Option<&str>) -> Header {
         waste_budget_ms: None,
         node_command: None,
         clients_follow: false,
+        round_estimate_ms: None,
     }
 }
 
@@ -304,6 +305,37 @@ fn liveness_needs_a_sync_within_the_bound_after_the_last_heal() {
     let short = healed().wait(200).end();
     assert_eq!(status(&short, "liveness"), PropertyStatus::Inconclusive);
     assert_eq!(check(&short).verdict, Verdict::Inconclusive, "too short to judge is never a pass");
+}
+
+#[test]
+fn the_liveness_bound_counts_rounds_as_long_as_this_run_ran_them() {
+    // Bound 1000 ms built from a 100 ms round. After the heal, n1 takes a whole round of
+    // `round_ms` from its acquire (its node's stamp) to its persist, with no fault in effect.
+    let judged = |estimate: Option<u64>, round_ms: u64, persist: bool| {
+        let mut h =
+            H::new().fault(1, FaultPhase::Requested).fault(1, FaultPhase::Verified).fault(1, FaultPhase::Healed);
+        h = h.event("n1", EventKind::Acquired { token: "n1/f1".into(), fence: 1, sent_ns: None }).wait(round_ms);
+        if persist {
+            h = h.write("n1", 1, StoreOp::PersistRecord, "c1", true);
+        }
+        let mut h = h.wait(3_000).end();
+        if let HistoryLine::Header(hd) = &mut h[0] {
+            hd.round_estimate_ms = estimate;
+        }
+        let r = check(&h);
+        let p = r.properties.into_iter().find(|p| p.name == "liveness").unwrap();
+        (p.status, p.sentence)
+    };
+    // Rounds of 1401 ms (the builder steps 1 ms per line) where 100 were estimated: the bound
+    // is 1000 + 2 x 1301, and it held.
+    let (status, sentence) = judged(Some(100), 1400, true);
+    assert_eq!(status, PropertyStatus::Held, "{sentence}");
+    assert!(sentence.contains("bound 3602 ms: rounds here took up to 1401 ms"), "{sentence}");
+    // Without the estimate (a history before version 4) the bound is the header's.
+    assert_eq!(judged(None, 1400, true).0, PropertyStatus::Violated);
+    // A round no longer than the estimate leaves the bound alone; no sync at all still fails.
+    assert_eq!(judged(Some(2000), 1400, true).0, PropertyStatus::Violated);
+    assert_eq!(judged(Some(100), 1400, false).0, PropertyStatus::Violated);
 }
 
 #[test]
