@@ -30,7 +30,7 @@ use crate::error::HarnessError;
 use crate::history::{seal, write, write_atomically, HISTORY_FILE, VERDICTS_FILE};
 use crate::image::{ensure, resolve, ImageSpec};
 use crate::progress::Progress;
-use crate::scenario::{Direction, Fault, FaultKind, Link, Mode, Observed, Scenario, Trigger};
+use crate::scenario::{Direction, Fault, FaultKind, Link, Mode, Observed, Scenario, ScheduleStep, Trigger};
 use crate::supervisor::{NodeHandle, NodeProcess, Received};
 use crate::trigger::{fire, fire_observed, follow_master, Armed, Hit};
 
@@ -618,30 +618,9 @@ async fn drive(
         let t0 = Instant::now();
         let now_ms = || t0.elapsed().as_millis() as u64;
         // The schedule as executed (resolved targets, actual times): what `leasequake repro` replays.
-        let mut executed: Vec<serde_json::Value> = Vec::new();
-        let record = |executed: &mut Vec<serde_json::Value>, id: u64, f: &Fault, target: &str, at_ms: u64| {
-            executed.push(serde_json::json!({
-                "id": id,
-                "kind": f.kind.name(),
-                "target": if f.target.is_some() { Some(target) } else { None },
-                "at_ms": at_ms,
-                "duration_ms": f.duration_ms(),
-                "link": f.link.map(|l| format!("{l:?}").to_lowercase()),
-                "mode": f.mode.map(|m| format!("{m:?}").to_lowercase()),
-                "latency_ms": f.latency_ms,
-                "jitter_ms": f.jitter_ms,
-                "direction": f.direction,
-                "follow_ms": f.follow_ms,
-                "never_follow": f.never_follow,
-                "follow_ms_by_node": f.follow_ms_by_node,
-                "jump_ms": f.jump_ms,
-                "unreplicated_acquire": f.unreplicated_acquire,
-                // A triggered fault: its event and when it was armed. A replay waits for the same
-                // event on the node that triggered it (`target`); a time alone would miss a window
-                // of microseconds, such as the one right after checkpoint 7.
-                "on": f.trigger().and(f.on.as_deref()),
-                "armed_ms": f.trigger().map(|_| f.at_ms()),
-            }));
+        let mut executed: Vec<ScheduleStep> = Vec::new();
+        let record = |executed: &mut Vec<ScheduleStep>, id: u64, f: &Fault, target: &str, at_ms: u64| {
+            executed.push(ScheduleStep::executed(id, f, target, at_ms));
         };
         let bound_ms = s.liveness_bound_ms();
         // (at ms, order: 0 heal, 1 expire, 2 arm, 3 apply, fault index). At one instant, triggers

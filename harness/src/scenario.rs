@@ -185,7 +185,7 @@ impl Default for Sentinel {
 pub use leasequake_reports::history::FaultKind;
 
 /// Which link a partition cuts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Link {
     /// Node <-> Redis.
@@ -209,7 +209,7 @@ pub enum Direction {
 }
 
 /// How a partition cuts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Data dropped, connections held.
@@ -598,36 +598,69 @@ fn slow_redis_fields(f: &Fault) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
-/// One fault of `schedule.json`, as the runner records it.
-#[derive(Deserialize)]
-struct Step {
-    kind: FaultKind,
-    target: Option<String>,
-    at_ms: u64,
-    duration_ms: u64,
-    link: Option<Link>,
-    mode: Option<Mode>,
-    latency_ms: Option<u64>,
-    #[serde(default)]
-    jitter_ms: Option<u64>,
-    #[serde(default)]
-    direction: Option<Direction>,
-    follow_ms: Option<u64>,
-    never_follow: Option<Vec<String>>,
-    #[serde(default)]
-    follow_ms_by_node: Option<std::collections::BTreeMap<String, u64>>,
-    #[serde(default)]
-    jump_ms: Option<i64>,
-    #[serde(default)]
-    unreplicated_acquire: Option<bool>,
+/// One fault of `schedule.json`, as the runner records it and `replay` reads it back: one type
+/// for both, so a field added to a fault is written and read alike. Fields added after the first
+/// schedules were recorded default to absent, so older files still replay.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+pub struct ScheduleStep {
     /// The fault's number in the recorded run (absent in schedules recorded before it was).
     #[serde(default)]
-    id: Option<u64>,
-    /// A triggered fault's event, and when it was armed (absent before they were recorded).
+    pub id: Option<u64>,
+    pub kind: FaultKind,
+    /// The node it resolved to, when the fault named one (`owner` resolved).
+    pub target: Option<String>,
+    /// When it was applied, ms after the schedule began.
+    pub at_ms: u64,
+    pub duration_ms: u64,
+    pub link: Option<Link>,
+    pub mode: Option<Mode>,
+    pub latency_ms: Option<u64>,
     #[serde(default)]
-    on: Option<String>,
+    pub jitter_ms: Option<u64>,
     #[serde(default)]
-    armed_ms: Option<u64>,
+    pub direction: Option<Direction>,
+    pub follow_ms: Option<u64>,
+    pub never_follow: Option<Vec<String>>,
+    #[serde(default)]
+    pub follow_ms_by_node: Option<std::collections::BTreeMap<String, u64>>,
+    #[serde(default)]
+    pub jump_ms: Option<i64>,
+    #[serde(default)]
+    pub unreplicated_acquire: Option<bool>,
+    /// A triggered fault's event: a replay waits for the same event on the node that triggered
+    /// it (`target`); a time alone would miss a window of microseconds, such as the one right
+    /// after checkpoint 7. Absent before triggers were recorded.
+    #[serde(default)]
+    pub on: Option<String>,
+    /// When a triggered fault was armed, ms.
+    #[serde(default)]
+    pub armed_ms: Option<u64>,
+}
+
+impl ScheduleStep {
+    /// Fault `f`, numbered `id`, as executed: on `target`, at `at_ms`.
+    #[must_use]
+    pub fn executed(id: u64, f: &Fault, target: &str, at_ms: u64) -> Self {
+        Self {
+            id: Some(id),
+            kind: f.kind,
+            target: f.target.is_some().then(|| target.to_owned()),
+            at_ms,
+            duration_ms: f.duration_ms(),
+            link: f.link,
+            mode: f.mode,
+            latency_ms: f.latency_ms,
+            jitter_ms: f.jitter_ms,
+            direction: f.direction,
+            follow_ms: f.follow_ms,
+            never_follow: f.never_follow.clone(),
+            follow_ms_by_node: f.follow_ms_by_node.clone(),
+            jump_ms: f.jump_ms,
+            unreplicated_acquire: f.unreplicated_acquire,
+            on: f.trigger().and(f.on.clone()),
+            armed_ms: f.trigger().map(|_| f.at_ms()),
+        }
+    }
 }
 
 /// The scenario of a recorded run, with its schedule as executed (`schedule.json`): the same
@@ -640,7 +673,7 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
     let problem = |message: String| ScenarioError { file: file.clone(), line: None, field: "-".into(), message };
     let text =
         std::fs::read_to_string(&file).map_err(|e| problem(format!("cannot read: {e} (is this a run directory?)")))?;
-    let steps: Vec<Step> = serde_json::from_str(&text).map_err(|e| problem(e.to_string()))?;
+    let steps: Vec<ScheduleStep> = serde_json::from_str(&text).map_err(|e| problem(e.to_string()))?;
     let faults = steps
         .into_iter()
         .map(|st| (st.armed_ms.unwrap_or(st.at_ms), st))

@@ -381,3 +381,32 @@ fn faults_sentinel_could_mistake_for_a_dead_primary_need_a_longer_down_after() {
     assert_eq!(parse(Path::new("s.toml"), &restart).unwrap_err().field, "faults[1].kind");
     parse(Path::new("s.toml"), &restart.replace("[store]", "[sentinel]\ndown_after_ms = 3000\n\n[store]")).unwrap();
 }
+
+/// A run directory holding `scenario` and `schedule`, for `replay`.
+fn run_dir(name: &str, scenario: &str, schedule: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("leasequake-replay-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("scenario.toml"), scenario).unwrap();
+    std::fs::write(dir.join("schedule.json"), schedule).unwrap();
+    dir
+}
+
+#[test]
+fn a_schedule_the_runner_writes_replays_as_the_same_faults_and_an_older_one_still_replays() {
+    let s = parse(Path::new("s.toml"), OK).unwrap();
+    let f = &s.faults[0];
+    let steps = vec![super::ScheduleStep::executed(1, f, "n2", 5012)];
+    let dir = run_dir("typed", OK, &serde_json::to_string_pretty(&steps).unwrap());
+    let replayed = super::replay(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let g = &replayed.faults[0];
+    assert_eq!((g.kind, g.target.as_deref(), g.exact_ms, g.number), (f.kind, Some("n2"), Some((5012, 3000)), Some(1)));
+    // A schedule.json as recorded before fault numbers, triggers and the later fields existed.
+    let older = r#"[{"kind":"partition","target":"n1","at_ms":4000,"duration_ms":2000,"link":"redis","mode":"blackhole","latency_ms":null,"follow_ms":null,"never_follow":null}]"#;
+    let dir = run_dir("older", OK, older);
+    let replayed = super::replay(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let g = &replayed.faults[0];
+    assert_eq!((g.kind.name(), g.target.as_deref(), g.exact_ms), ("partition", Some("n1"), Some((4000, 2000))));
+    assert_eq!((g.link, g.mode), (Some(super::Link::Redis), Some(super::Mode::Blackhole)));
+}
