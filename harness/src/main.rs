@@ -11,6 +11,35 @@ use leasequake_reports::history::{FenceSource, StorePolicy};
 use leasequake_reports::{escaped, printable};
 use tokio_util::sync::CancellationToken;
 
+/// The exit codes, in one place (README): 0 pass, 1 fail, 2 usage or an input to fix, 3
+/// inconclusive.
+mod exit {
+    use std::process::ExitCode;
+
+    use leasequake_reports::Verdict;
+
+    /// A command line, a file or an environment the user can fix.
+    pub fn usage() -> ExitCode {
+        ExitCode::from(2)
+    }
+    /// Neither a pass nor a failure was observed.
+    pub fn inconclusive() -> ExitCode {
+        ExitCode::from(3)
+    }
+    /// A check found a problem (`doctor`, the demo): the failure code.
+    pub fn failed() -> ExitCode {
+        ExitCode::from(1)
+    }
+    /// A code computed elsewhere (the self-test's table), passed through.
+    pub fn code(c: u8) -> ExitCode {
+        ExitCode::from(c)
+    }
+    /// A verdict's own code.
+    pub fn verdict(v: Verdict) -> ExitCode {
+        u8::try_from(v.exit_code()).map_or_else(|_| inconclusive(), ExitCode::from)
+    }
+}
+
 #[derive(Parser)]
 #[command(name = "leasequake", version, about = "Proves a Redis-leased job never lets a stale node write")]
 struct Cli {
@@ -358,13 +387,13 @@ async fn run_scenarios(
             Ok(sc) => scenarios.push((f.clone(), sc)),
             Err(e) => {
                 eprintln!("error: {e}");
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             }
         }
     }
     if scenarios.is_empty() {
         eprintln!("error: no scenario files (*.toml) under {paths:?}");
-        return Ok(ExitCode::from(2));
+        return Ok(exit::usage());
     }
     // A shard's runs are tallied by the parent that merges them.
     let tally = repeat > 1 && shard.is_none();
@@ -383,7 +412,7 @@ async fn run_parallel(
     for f in &leasequake::scenario::discover(paths) {
         if let Err(e) = leasequake::scenario::load(f) {
             eprintln!("error: {e}");
-            return Ok(ExitCode::from(2));
+            return Ok(exit::usage());
         }
     }
     let docker = leasequake::docker::connect().await?;
@@ -452,13 +481,13 @@ async fn run_parallel(
         let _ = p.await;
     }
     if codes.contains(&Some(2)) {
-        return Ok(ExitCode::from(2));
+        return Ok(exit::usage());
     }
     let (page, verdict) = match leasequake::report::SuiteDir::merge(report_dir, &suites) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: cannot merge the parallel runs' suites: {e}");
-            return Ok(ExitCode::from(3));
+            return Ok(exit::inconclusive());
         }
     };
     // Per scenario, what the runs concluded (a soak reads this).
@@ -474,7 +503,7 @@ async fn run_parallel(
         work.display()
     );
     println!("report: {}", page.display());
-    Ok(ExitCode::from(u8::try_from(verdict.exit_code()).unwrap_or(3)))
+    Ok(exit::verdict(verdict))
 }
 
 /// The suite's wall time at parallelism 1 and 2 (child runs of this binary), with the verdicts.
@@ -524,7 +553,7 @@ async fn run_loaded(
         if let Some(cmd) = opts.node_cmd.as_ref().or(s.nodes.command.as_ref()) {
             if let Err(problem) = leasequake::run::startable(cmd) {
                 eprintln!("error: {}: the node command cannot be started: {problem}", file.display());
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             }
         }
     }
@@ -535,7 +564,7 @@ async fn run_loaded(
         let docker = leasequake::docker::connect().await?;
         if let Err(e) = leasequake::env::Environment::attach(docker, &a.run_id, a.password.clone(), nodes).await {
             eprintln!("error: {e}");
-            return Ok(ExitCode::from(2));
+            return Ok(exit::usage());
         }
     }
     let interrupt = interrupt_on_signal_or_after(max_duration);
@@ -585,7 +614,7 @@ async fn run_loaded(
         print!("{}", suite.tally());
     }
     println!("report: {}", page.display());
-    Ok(ExitCode::from(u8::try_from(suite.verdict().exit_code()).unwrap_or(3)))
+    Ok(exit::verdict(suite.verdict()))
 }
 
 /// An interrupt fired by Ctrl-C or SIGTERM, or when `max_duration` has passed.
@@ -620,13 +649,13 @@ async fn selftest(
         Ok(e) => e,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(ExitCode::from(2));
+            return Ok(exit::usage());
         }
     };
     let root = std::path::PathBuf::from(".");
     if !root.join("scenarios/selftest").is_dir() {
         eprintln!("error: scenarios/selftest not found here: run the self-test from the checkout's root");
-        return Ok(ExitCode::from(2));
+        return Ok(exit::usage());
     }
     let flawed = flawed_node.unwrap_or_else(|| "target/flawed/debug/leasequake".into());
     let flawed = match std::fs::canonicalize(&flawed) {
@@ -637,7 +666,7 @@ async fn selftest(
                  --target-dir target/flawed` (scripts/leasequake selftest does), or name it with --flawed-node",
                 flawed.display()
             );
-            return Ok(ExitCode::from(2));
+            return Ok(exit::usage());
         }
     };
     let interrupt = interrupt_on_signal_or_after(max_duration);
@@ -654,7 +683,7 @@ async fn selftest(
             Ok(s) => loaded.push((entry, file, s)),
             Err(e) => {
                 eprintln!("error: {e}");
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             }
         }
     }
@@ -734,7 +763,7 @@ async fn selftest(
         0 if interrupt.fired() => 3,
         c => c,
     };
-    Ok(ExitCode::from(code))
+    Ok(exit::code(code))
 }
 
 /// Why `dir` holds no history to judge or replay, naming the fix; `None` when it does.
@@ -906,14 +935,14 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(3);
+            return exit::inconclusive();
         }
     };
     let code = match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(3)
+            exit::inconclusive()
         }
     };
     // A node's stdin reader sits on a blocking thread that never returns by itself.
@@ -1013,17 +1042,17 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Report { action: ReportAction::Merge { suites, report_dir } } => {
             if suites.is_empty() {
                 eprintln!("error: name the suite directories to merge (each holds a summary.json)");
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             }
             match leasequake::report::SuiteDir::merge(&report_dir, &suites) {
                 Ok((page, verdict)) => {
                     println!("merged {} suites: {}", suites.len(), format!("{verdict:?}").to_uppercase());
                     println!("report: {}", page.display());
-                    Ok(ExitCode::from(u8::try_from(verdict.exit_code()).unwrap_or(3)))
+                    Ok(exit::verdict(verdict))
                 }
                 Err(e) => {
                     eprintln!("error: {e}");
-                    Ok(ExitCode::from(2))
+                    Ok(exit::usage())
                 }
             }
         }
@@ -1041,7 +1070,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         } => {
             if let Err(problem) = usable_report_dir(&report_dir) {
                 eprintln!("error: {problem}");
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             }
             if parallel > 1 {
                 let mut passed: Vec<String> = Vec::new();
@@ -1066,7 +1095,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                         Ok(p) => p,
                         Err(e) => {
                             eprintln!("error: {e}");
-                            return Ok(ExitCode::from(2));
+                            return Ok(exit::usage());
                         }
                     };
                     Some(leasequake::run::Attach { run_id, password })
@@ -1088,7 +1117,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     Ok(f) => f,
                     Err(e) => {
                         eprintln!("error: {e}");
-                        return Ok(ExitCode::from(3));
+                        return Ok(exit::inconclusive());
                     }
                 }
             };
@@ -1112,29 +1141,29 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Selftest { report_dir, seeds, first_seed, entries, flawed_node, max_duration } => {
             if let Err(problem) = usable_report_dir(&report_dir) {
                 eprintln!("error: {problem}");
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             }
             selftest(&report_dir, seeds, first_seed, &entries, flawed_node, max_duration).await
         }
         Command::Repro { dir, report_dir, node_cmd, run_recorded_command } => {
             if let Some(problem) = not_a_run_dir(&dir).or_else(|| no_history(&dir)) {
                 eprintln!("error: {problem}");
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             }
             if let Err(problem) = usable_report_dir(&report_dir) {
                 eprintln!("error: {problem}");
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             }
             let mut scenario = match leasequake::scenario::replay(&dir) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return Ok(ExitCode::from(2));
+                    return Ok(exit::usage());
                 }
             };
             let Some(h) = leasequake::history::read_header(&dir.join(leasequake::history::HISTORY_FILE))? else {
                 eprintln!("error: {} has no history header: not a run directory", dir.display());
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             };
             // The nodes that ran (`--node-cmd`, the self-test's flawed build), not this harness's:
             // run only as the user says, never because a file says so.
@@ -1151,7 +1180,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                         dir.display(),
                         printable(&c.join(" ")),
                     );
-                    return Ok(ExitCode::from(2));
+                    return Ok(exit::usage());
                 }
                 (None, None) => None,
             };
@@ -1175,7 +1204,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let files = leasequake::scenario::discover(&paths);
             if files.is_empty() {
                 eprintln!("no scenario files (*.toml) under {paths:?}");
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             }
             let mut bad = 0;
             for f in files {
@@ -1187,7 +1216,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
-            Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::from(2) })
+            Ok(if bad == 0 { ExitCode::SUCCESS } else { exit::usage() })
         }
         Command::Doctor => {
             let findings = leasequake::doctor::run().await;
@@ -1206,7 +1235,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     format!("{problems} problem(s) to fix")
                 }
             );
-            Ok(if problems == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if problems == 0 { ExitCode::SUCCESS } else { exit::failed() })
         }
         Command::Clean { images } => {
             let docker = leasequake::docker::connect().await?;
@@ -1221,7 +1250,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Check { dir } => {
             if let Some(problem) = no_history(&dir) {
                 eprintln!("error: {problem}");
-                return Ok(ExitCode::from(2));
+                return Ok(exit::usage());
             }
             let r = leasequake::history::check_dir(&dir)?;
             for p in &r.properties {
@@ -1241,7 +1270,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 format!("{:?}", r.verdict).to_uppercase(),
                 dir.join(leasequake::history::VERDICTS_FILE).display()
             );
-            Ok(ExitCode::from(u8::try_from(r.verdict.exit_code()).unwrap_or(3)))
+            Ok(exit::verdict(r.verdict))
         }
         Command::Node { flaw } => {
             let variant = node_variant(flaw.as_deref())?;
@@ -1338,11 +1367,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             );
             println!("{}", if t.healthy() { "OK: every write accounted for" } else { "NOT OK" });
             Ok(if t.garbage > 0 {
-                ExitCode::from(3)
+                exit::inconclusive()
             } else if t.healthy() {
                 ExitCode::SUCCESS
             } else {
-                ExitCode::from(1)
+                exit::failed()
             })
         }
     }
