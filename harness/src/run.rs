@@ -1203,18 +1203,22 @@ async fn apply(ctx: &Ctx<'_>, id: u64, f: &Fault, index: u32, node: Option<&Node
         }
         FaultKind::PauseWrites => {
             let ms = f.duration_ms().to_string();
-            let answer =
-                env.redis_cli("redis-primary", &["CLIENT", "PAUSE", &ms, "WRITE"]).await.map_err(|e| e.to_string())?;
-            if !answer.trim().eq_ignore_ascii_case("ok") {
-                return Err(format!("CLIENT PAUSE answered `{}`", answer.trim()));
-            }
+            // The pause and its probe in one exec: under load a second `docker exec` once started
+            // more than 1 s later, when too little of a 2 s pause was left for the probe's write to
+            // block for its full second (a soak INCONCLUSIVE, issue 19). Inside the container the
+            // probe follows the pause within milliseconds.
             // The probe: a write from another client blocks (busybox timeout ends it), a read answers.
-            let script = "timeout 1 redis-cli --no-auth-warning -a \"$0\" SET leasequake:probe 1 >/dev/null 2>&1; \
+            let script = "redis-cli --no-auth-warning -a \"$0\" CLIENT PAUSE \"$1\" WRITE; \
+                          timeout 1 redis-cli --no-auth-warning -a \"$0\" SET leasequake:probe 1 >/dev/null 2>&1; \
                           echo write=$?; redis-cli --no-auth-warning -a \"$0\" PING";
             let out = env
-                .exec("redis-primary", &["sh", "-c", script, env.redis_password()])
+                .exec("redis-primary", &["sh", "-c", script, env.redis_password(), &ms])
                 .await
                 .map_err(|e| e.to_string())?;
+            let answer = out.lines().next().unwrap_or("").trim();
+            if !answer.eq_ignore_ascii_case("ok") {
+                return Err(format!("CLIENT PAUSE answered `{answer}`"));
+            }
             let blocked = out.lines().any(|l| l.starts_with("write=") && l.trim() != "write=0");
             let reads = out.lines().any(|l| l.trim() == "PONG");
             match (blocked, reads) {
