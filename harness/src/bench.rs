@@ -265,7 +265,7 @@ async fn fault_figures(env: &Environment, samples: usize) -> Result<Vec<Figure>,
         let t = Instant::now();
         rustix::process::kill_process(pid, rustix::process::Signal::STOP).map_err(|e| err(e.to_string()))?;
         for _ in 0..10_000 {
-            if process_state(pid.as_raw_nonzero().get()) == Some('T') {
+            if crate::procfs::state(pid.as_raw_nonzero().get()) == Some('T') {
                 stop.push(ms(t.elapsed()));
                 break;
             }
@@ -298,7 +298,7 @@ async fn fault_figures(env: &Environment, samples: usize) -> Result<Vec<Figure>,
     for _ in 0..samples.min(10) {
         let t = Instant::now();
         docker.kill_container(&primary, Some(signal("SIGSTOP"))).await.map_err(|e| err(e.to_string()))?;
-        while process_state(pid) != Some('T') && t.elapsed() < Duration::from_secs(2) {
+        while crate::procfs::state(pid) != Some('T') && t.elapsed() < Duration::from_secs(2) {
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
         dstop.push(ms(t.elapsed()));
@@ -357,11 +357,6 @@ async fn wait_for(port: u16, answered: bool) -> bool {
         }
     }
     false
-}
-
-fn process_state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 /// The figures as a table: name, value, target, ratio, note.

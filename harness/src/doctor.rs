@@ -7,8 +7,9 @@ use testcontainers::bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
 use testcontainers::bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptionsBuilder};
 
 use crate::docker::LABEL_MANAGED;
-use crate::env::{process_start, LABEL_PID, LABEL_PID_START};
+use crate::env::{LABEL_PID, LABEL_PID_START};
 use crate::image::{ImageSpec, STABLE_TAG};
+use crate::procfs::start_ticks;
 
 /// One check's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +113,7 @@ pub async fn run() -> Vec<Finding> {
         .filter(|c| {
             let l = c.labels.clone().unwrap_or_default();
             let pid: Option<u32> = l.get(LABEL_PID).and_then(|p| p.parse().ok());
-            pid.is_some_and(|p| process_start(p).map(|s| s.to_string()) != l.get(LABEL_PID_START).cloned())
+            pid.is_some_and(|p| start_ticks(p).map(|s| s.to_string()) != l.get(LABEL_PID_START).cloned())
         })
         .count();
     if dead > 0 {

@@ -111,7 +111,7 @@ fn labels(run_id: &str, origin: &str) -> HashMap<String, String> {
         (LABEL_MANAGED.to_owned(), "true".to_owned()),
         (LABEL_RUN.to_owned(), run_id.to_owned()),
         (LABEL_PID.to_owned(), pid.to_string()),
-        (LABEL_PID_START.to_owned(), process_start(pid).map(|t| t.to_string()).unwrap_or_default()),
+        (LABEL_PID_START.to_owned(), crate::procfs::start_ticks(pid).map(|t| t.to_string()).unwrap_or_default()),
     ])
 }
 
@@ -119,13 +119,6 @@ fn labels(run_id: &str, origin: &str) -> HashMap<String, String> {
 #[must_use]
 pub fn password_file(run_id: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("leasequake-{run_id}.redis-password"))
-}
-
-/// A process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
-#[must_use]
-pub fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
 }
 
 fn docker_err(what: &str, e: impl std::fmt::Display) -> HarnessError {
@@ -820,7 +813,7 @@ async fn remove_matching(docker: &Docker, filter: &str, only_dead: bool) -> Resu
         match pid {
             // No pid (docker-compose, by hand): not ours to judge; only `clean` removes it.
             None => false,
-            Some(pid) => process_start(pid) != start || start.is_none(),
+            Some(pid) => crate::procfs::start_ticks(pid) != start || start.is_none(),
         }
     };
     for c in containers {

@@ -1,6 +1,7 @@
 use leasequake_reports::history::ObserverSample;
 
-use super::{follow_delays, run_end};
+use super::run_end;
+use crate::fault::follow_delays;
 use crate::observer::observed;
 use crate::scenario::Observed;
 use std::time::Duration;
