@@ -1,55 +1,39 @@
 //! leasequake: a fault-injection harness that proves, on real infrastructure, that a Redis-leased
 //! job never lets a stale node write after a newer owner.
 //!
-//! ```text
-//! check        the checker: history in, verdicts and metrics out (pure)
-//! clock        CLOCK_MONOTONIC ns, the one time base
-//! env          the per-run environment: networks, Redis, Sentinels, proxy, store; cleanup
-//! error        HarnessError: every failure names its cause and fix
-//! doctor       `leasequake doctor`: what a run needs, and what to fix
-//! docker       the Docker API connection (version negotiated), labels
-//! history      history.jsonl in and out; verdicts.json written atomically
-//! image        images built locally from files (no registry), tagged by content
-//! node         the reference node: the tenant sync job behind the node protocol
-//! supervisor   node processes: process groups, protocol lines, receipt stamps, signals
-//! progress     what a person sees while a scenario runs (live line, or plain lines)
-//! report       the suite's report directory: summary.json, junit.xml, summary.md, report.html
-//! run          the runner: one scenario in a fresh environment, to a history and a verdict
-//! runlog       the run directory's harness.log (tracing, per run)
-//! scenario     scenario files: parsed, validated, errors with file, line and field
-//! store        the vector store: collections, alias, audit log (ground truth), fencing
-//! local_redis  a real redis-server process on a free loopback port (for the demo)
-//! demo         workers contending for one tenant's lease against a local Redis
-//! ```
+//! The folders follow a run's flow (ARCHITECTURE.md has the map):
 //!
-//! The environment (containers), nodes, faults, history, checker and runner arrive with their
-//! issues; see ARCHITECTURE.md for the map.
+//! ```text
+//! runner/       scenario files; the runner and its timeline; faults (one module per family),
+//!               triggers, the observer, the drift watch, progress
+//! environment/  Docker, images built from files, the per-run containers; a local redis-server
+//! nodes/        node processes and the node protocol, the reference node, the vector store
+//! recording/    the one time base, history.jsonl and verdicts.json, harness.log
+//! judging/      the checker: history in, verdicts and metrics out (pure)
+//! reporting/    the suite's report directory: summary.json, junit.xml, summary.md, report.html
+//! tools/        the self-test, benchmarks, doctor, the demo
+//! error.rs      HarnessError: every failure names its cause and fix
+//! ```
 
-pub mod bench;
-pub mod check;
-pub mod clock;
-pub mod demo;
-pub mod docker;
-pub mod doctor;
-pub mod env;
+mod environment;
 pub mod error;
-pub(crate) mod fault;
-pub mod history;
-pub mod image;
-pub mod local_redis;
-pub mod node;
-pub mod observer;
-pub mod procfs;
-pub mod progress;
-pub mod report;
-pub mod run;
-pub mod runlog;
-pub mod scenario;
-pub mod selftest;
-pub mod store;
-pub mod supervisor;
-pub mod trigger;
-pub mod watch;
+mod judging;
+mod nodes;
+mod recording;
+mod reporting;
+mod runner;
+mod tools;
+
+// Each module keeps its path at the crate root (`leasequake::run`, `crate::env`); the folders
+// above group them by stage.
+pub use environment::{docker, env, image, local_redis};
+pub use judging::check;
+pub use nodes::{node, procfs, store, supervisor};
+pub use recording::{clock, history, runlog};
+pub use reporting::report;
+pub(crate) use runner::fault;
+pub use runner::{observer, progress, run, scenario, trigger, watch};
+pub use tools::{bench, demo, doctor, selftest};
 
 // The harness is the production build of the node: it must never link a flawed lease. Cargo
 // unifies features across a build, so one `redis-lease/flaws` on any dependency line would leak

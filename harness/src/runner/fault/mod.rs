@@ -195,14 +195,12 @@ impl Active {
 impl Drop for Active {
     fn drop(&mut self) {
         for a in self.map.values() {
-            match (a.fault.kind, &a.node) {
-                (FaultKind::Pause, Some(n)) => {
+            match (a.fault.kind, &a.node, &self.dir) {
+                (FaultKind::Pause, Some(n), _) => {
                     let _ = n.signal(Signal::CONT);
                 }
-                (FaultKind::ClockJump, Some(_)) => {
-                    if let Some(dir) = &self.dir {
-                        let _ = write_clock_offset(&clock_file(dir, a.index), 0);
-                    }
+                (FaultKind::ClockJump, _, Some(dir)) if a.fault.target.is_some() => {
+                    let _ = write_clock_offset(&clock_file(dir, a.index), 0);
                 }
                 _ => {}
             }
@@ -214,4 +212,37 @@ impl Drop for Active {
 /// The host's wall clock, ms since the epoch (what a stepped clock is measured against).
 fn unix_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{clock_file, write_clock_offset, Active, Applied};
+
+    fn a_node_clock_step() -> crate::scenario::Fault {
+        let text = "name = \"c\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 30\n[nodes]\ncount = 2\n\
+                    [lease]\nttl_ms = 3000\n[store]\npolicy = \"enforce\"\nfence_source = \"store\"\n[[faults]]\n\
+                    kind = \"clock_jump\"\ntarget = \"n2\"\nat_s = 5\nduration_s = 5\njump_ms = -20000\n";
+        let s = crate::scenario::parse(std::path::Path::new("c.toml"), text).unwrap();
+        s.faults[0].clone()
+    }
+
+    #[test]
+    fn faults_left_applied_are_undone_where_no_waiting_is_needed_when_dropped() {
+        let dir = std::env::temp_dir().join(format!("leasequake-active-{}", std::process::id()));
+        let file = clock_file(&dir, 2);
+        write_clock_offset(&file, -20_000).unwrap();
+        let applied = |id| Applied { id, fault: a_node_clock_step(), target: "n2".into(), index: 2, node: None };
+        // Healed on the normal path: taken out, nothing left for the backstop.
+        let mut active = Active::new(&dir);
+        active.insert(0, applied(1));
+        assert_eq!(active.remove(0).map(|a| a.id), Some(1));
+        drop(active);
+        assert!(std::fs::read_to_string(&file).unwrap().trim().starts_with("-20000"));
+        // Left applied (a run's future dropped mid-way): the node's clock goes back to the host's.
+        let mut active = Active::new(&dir);
+        active.insert(0, applied(1));
+        drop(active);
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "+0");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
