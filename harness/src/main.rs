@@ -59,44 +59,7 @@ enum Command {
     /// Exit 0 every verdict as expected, 1 a check failed, 2 a scenario is invalid, 3 inconclusive.
     /// Ctrl-C (or SIGTERM) heals the faults, records what was seen, removes the environment and
     /// makes the run inconclusive.
-    Run {
-        /// Scenario files or directories.
-        paths: Vec<std::path::PathBuf>,
-        /// Override every scenario's seed (every repetition then uses it).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Where run directories go.
-        #[arg(long, default_value = "reports-out")]
-        report_dir: std::path::PathBuf,
-        /// Run each scenario N times (a fresh random seed each time, unless a seed is fixed).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
-        repeat: u32,
-        /// Stop after this long (e.g. 90s, 15m, 2h): the running scenario is stopped as by
-        /// Ctrl-C (inconclusive) and the rest are not started.
-        #[arg(long, value_parser = parse_duration)]
-        max_duration: Option<Duration>,
-        /// The node command for every scenario (default: the scenario's, else the reference
-        /// node), e.g. "target/python-node-venv/bin/python harness/tests/python-node/node.py".
-        #[arg(long)]
-        node_cmd: Option<String>,
-        /// Run in an already-running environment instead of a fresh one: the run id `env up`
-        /// printed, or `compose` for docker-compose.yml. It is left running afterwards.
-        #[arg(long = "env", value_name = "RUN_ID")]
-        env_id: Option<String>,
-        /// With --env: the file holding its Redis password (default: the one `env up` wrote,
-        /// else $LEASEQUAKE_REDIS_PASSWORD).
-        #[arg(long, requires = "env_id")]
-        redis_password_file: Option<std::path::PathBuf>,
-        /// Run only shard K of N (1-based): every Nth scenario file, in sorted order, starting at
-        /// the Kth; merge the shards' suites with `leasequake report merge`.
-        #[arg(long, value_parser = parse_shard, value_name = "K/N")]
-        shard: Option<(usize, usize)>,
-        /// Run N scenarios at once, each in an environment of its own: N child runs over the
-        /// shards 1/N..N/N, merged into one suite at the end (their lines are prefixed [k/N]).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8),
-              conflicts_with_all = ["shard", "env_id"])]
-        parallel: u32,
-    },
+    Run(RunArgs),
     /// Suite reports: `report merge` combines suite directories (the shards of one nightly, say)
     /// into one suite with one summary.json, junit.xml, summary.md and report.html.
     Report {
@@ -215,32 +178,75 @@ enum Command {
     },
     /// Nodes contend for one tenant's lease on a real Redis and write to a real store; then every
     /// acknowledged write is looked up in the store's audit log.
-    Demo {
-        /// Use this Redis instead of starting a local redis-server.
-        #[arg(long)]
-        redis: Option<String>,
-        /// How many nodes.
-        #[arg(long, default_value_t = 3)]
-        nodes: u32,
-        /// The node command (default: this binary's reference node), e.g.
-        /// "target/python-node-venv/bin/python harness/tests/python-node/node.py".
-        #[arg(long)]
-        node_cmd: Option<String>,
-        #[arg(long, default_value = "tenant-a")]
-        tenant: String,
-        /// Lease ttl in ms (production: 120000; the other durations keep its ratios).
-        #[arg(long, default_value_t = 1500)]
-        ttl_ms: u64,
-        /// How long to run, in seconds.
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-        /// Store fencing policy.
-        #[arg(long, value_enum, default_value = "enforce")]
-        policy: PolicyArg,
-        /// Take fences from the store (`begin epoch`) instead of the lease's Redis counter.
-        #[arg(long)]
-        store_fences: bool,
-    },
+    Demo(DemoArgs),
+}
+
+#[derive(clap::Args)]
+struct DemoArgs {
+    /// Use this Redis instead of starting a local redis-server.
+    #[arg(long)]
+    redis: Option<String>,
+    /// How many nodes.
+    #[arg(long, default_value_t = 3)]
+    nodes: u32,
+    /// The node command (default: this binary's reference node), e.g.
+    /// "target/python-node-venv/bin/python harness/tests/python-node/node.py".
+    #[arg(long)]
+    node_cmd: Option<String>,
+    #[arg(long, default_value = "tenant-a")]
+    tenant: String,
+    /// Lease ttl in ms (production: 120000; the other durations keep its ratios).
+    #[arg(long, default_value_t = 1500)]
+    ttl_ms: u64,
+    /// How long to run, in seconds.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Store fencing policy.
+    #[arg(long, value_enum, default_value = "enforce")]
+    policy: PolicyArg,
+    /// Take fences from the store (`begin epoch`) instead of the lease's Redis counter.
+    #[arg(long)]
+    store_fences: bool,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Scenario files or directories.
+    paths: Vec<std::path::PathBuf>,
+    /// Override every scenario's seed (every repetition then uses it).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Where run directories go.
+    #[arg(long, default_value = "reports-out")]
+    report_dir: std::path::PathBuf,
+    /// Run each scenario N times (a fresh random seed each time, unless a seed is fixed).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
+    /// Stop after this long (e.g. 90s, 15m, 2h): the running scenario is stopped as by
+    /// Ctrl-C (inconclusive) and the rest are not started.
+    #[arg(long, value_parser = parse_duration)]
+    max_duration: Option<Duration>,
+    /// The node command for every scenario (default: the scenario's, else the reference
+    /// node), e.g. "target/python-node-venv/bin/python harness/tests/python-node/node.py".
+    #[arg(long)]
+    node_cmd: Option<String>,
+    /// Run in an already-running environment instead of a fresh one: the run id `env up`
+    /// printed, or `compose` for docker-compose.yml. It is left running afterwards.
+    #[arg(long = "env", value_name = "RUN_ID")]
+    env_id: Option<String>,
+    /// With --env: the file holding its Redis password (default: the one `env up` wrote,
+    /// else $LEASEQUAKE_REDIS_PASSWORD).
+    #[arg(long, requires = "env_id")]
+    redis_password_file: Option<std::path::PathBuf>,
+    /// Run only shard K of N (1-based): every Nth scenario file, in sorted order, starting at
+    /// the Kth; merge the shards' suites with `leasequake report merge`.
+    #[arg(long, value_parser = parse_shard, value_name = "K/N")]
+    shard: Option<(usize, usize)>,
+    /// Run N scenarios at once, each in an environment of its own: N child runs over the
+    /// shards 1/N..N/N, merged into one suite at the end (their lines are prefixed [k/N]).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8),
+          conflicts_with_all = ["shard", "env_id"])]
+    parallel: u32,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -986,58 +992,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Env { action: EnvAction::Up { nodes, down_after_ms, policy } } => {
-            use leasequake::image::{ensure, resolve, ImageSpec};
-            let docker = leasequake::docker::connect().await?;
-            let cfg = leasequake::env::EnvConfig {
-                nodes,
-                down_after_ms,
-                failover_timeout_ms: down_after_ms * 3,
-                ready_timeout: Duration::from_secs(60),
-                origin: "env-up",
-                store_policy: policy.into(),
-                redis_image: resolve(&docker, "LEASEQUAKE_REDIS_IMAGE", ImageSpec::redis).await?,
-                proxy_image: resolve(&docker, "LEASEQUAKE_PROXY_IMAGE", ImageSpec::proxy).await?,
-                store_image: ensure(&docker, &ImageSpec::store()?).await?,
-            };
-            let env = leasequake::env::Environment::up(docker, &cfg).await?;
-            let secret = leasequake::env::password_file(&env.run_id);
-            {
-                use std::io::Write;
-                use std::os::unix::fs::OpenOptionsExt;
-                let mut f =
-                    std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&secret)?;
-                f.write_all(env.redis_password().as_bytes())?;
-            }
-            let r = env.run_id.clone();
-            println!("environment {r} ready in {:.2} s", env.ready_in.as_secs_f64());
-            println!(
-                "  fault proxy API   http://{}   (Toxiproxy API; e.g. curl {}/proxies)",
-                env.proxy_api, env.proxy_api
-            );
-            println!("  vector store      http://{}   (GET /v1/tenants/T, GET /v1/audit)", env.store_addr);
-            let ports: Vec<String> = env
-                .proxy_ports
-                .iter()
-                .enumerate()
-                .map(|(i, p)| format!("{}->127.0.0.1:{p}", leasequake::env::PROXY_PORT_BASE as usize + i))
-                .collect();
-            println!(
-                "  proxy port block  {}   (create proxies listening on 0.0.0.0:<container port>)",
-                ports.join(" ")
-            );
-            println!("  redis             upstream names redis-primary:6379, redis-replica:6379 (client network)");
-            println!(
-                "  redis-cli         docker exec -it lq-{r}-redis-primary redis-cli -a \"$(cat {})\"",
-                secret.display()
-            );
-            println!("  sentinel          docker exec -it lq-{r}-sentinel-1 redis-cli -p 26379 sentinel masters");
-            println!("  run a scenario    leasequake run --env {r} scenarios/smoke/no-faults.toml");
-            println!("Ctrl-C removes it.");
-            terminated().await;
-            let _ = std::fs::remove_file(&secret);
-            env.down().await?;
-            println!("removed environment {r}");
-            Ok(ExitCode::SUCCESS)
+            env_up_command(nodes, down_after_ms, policy).await
         }
         Command::Report { action: ReportAction::Merge { suites, report_dir } } => {
             if suites.is_empty() {
@@ -1056,245 +1011,20 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Run {
-            paths,
-            seed,
-            report_dir,
-            repeat,
-            max_duration,
-            node_cmd,
-            env_id,
-            redis_password_file,
-            shard,
-            parallel,
-        } => {
-            if let Err(problem) = usable_report_dir(&report_dir) {
-                eprintln!("error: {problem}");
-                return Ok(exit::usage());
-            }
-            if parallel > 1 {
-                let mut passed: Vec<String> = Vec::new();
-                if let Some(s) = seed {
-                    passed.extend(["--seed".into(), s.to_string()]);
-                }
-                if repeat > 1 {
-                    passed.extend(["--repeat".into(), repeat.to_string()]);
-                }
-                if let Some(c) = node_cmd {
-                    passed.extend(["--node-cmd".into(), c]);
-                }
-                if let Some(d) = max_duration {
-                    passed.extend(["--max-duration".into(), format!("{}ms", d.as_millis())]);
-                }
-                return run_parallel(&paths, &report_dir, parallel, &passed).await;
-            }
-            let attach = match env_id {
-                None => None,
-                Some(run_id) => {
-                    let password = match attach_password(&run_id, redis_password_file.as_deref()) {
-                        Ok(p) => p,
-                        Err(e) => {
-                            eprintln!("error: {e}");
-                            return Ok(exit::usage());
-                        }
-                    };
-                    Some(leasequake::run::Attach { run_id, password })
-                }
-            };
-            let opts = leasequake::run::RunOptions {
-                seed,
-                node_cmd: node_cmd.map(|c| c.split_whitespace().map(str::to_owned).collect()),
-                attach,
-                progress: leasequake::progress::Progress::stderr(),
-            };
-            run_scenarios(&paths, &report_dir, &opts, repeat, max_duration, shard).await
-        }
-        Command::Bench { samples, out, checker_only, suite } => {
-            let mut figures = if checker_only {
-                leasequake::bench::checker_figures(1_000_000)
-            } else {
-                match leasequake::bench::run(samples.max(1)).await {
-                    Ok(f) => f,
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return Ok(exit::inconclusive());
-                    }
-                }
-            };
-            if !suite.is_empty() {
-                figures.extend(suite_figures(&suite).await?);
-            }
-            print!("{}", leasequake::bench::table(&figures));
-            if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)?;
-            }
-            let json = serde_json::json!({
-                "utc": leasequake::report::utc(
-                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-                ),
-                "figures": figures,
-            });
-            std::fs::write(&out, serde_json::to_vec_pretty(&json)?)?;
-            println!("written to {}", out.display());
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Run(args) => run_command(args).await,
+        Command::Bench { samples, out, checker_only, suite } => bench_command(samples, out, checker_only, suite).await,
         Command::Selftest { report_dir, seeds, first_seed, entries, flawed_node, max_duration } => {
-            if let Err(problem) = usable_report_dir(&report_dir) {
-                eprintln!("error: {problem}");
-                return Ok(exit::usage());
-            }
-            selftest(&report_dir, seeds, first_seed, &entries, flawed_node, max_duration).await
+            selftest_command(report_dir, seeds, first_seed, entries, flawed_node, max_duration).await
         }
         Command::Repro { dir, report_dir, node_cmd, run_recorded_command } => {
-            if let Some(problem) = not_a_run_dir(&dir).or_else(|| no_history(&dir)) {
-                eprintln!("error: {problem}");
-                return Ok(exit::usage());
-            }
-            if let Err(problem) = usable_report_dir(&report_dir) {
-                eprintln!("error: {problem}");
-                return Ok(exit::usage());
-            }
-            let mut scenario = match leasequake::scenario::replay(&dir) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Ok(exit::usage());
-                }
-            };
-            let Some(h) = leasequake::history::read_header(&dir.join(leasequake::history::HISTORY_FILE))? else {
-                eprintln!("error: {} has no history header: not a run directory", dir.display());
-                return Ok(exit::usage());
-            };
-            // The nodes that ran (`--node-cmd`, the self-test's flawed build), not this harness's:
-            // run only as the user says, never because a file says so.
-            let recorded = h.node_command.clone().or_else(|| scenario.nodes.command.take());
-            let node_cmd = match (node_cmd, recorded) {
-                (Some(c), _) => Some(c.split_whitespace().map(str::to_owned).collect()),
-                (None, Some(c)) if run_recorded_command => Some(c),
-                (None, Some(c)) => {
-                    eprintln!(
-                        "error: this run's nodes were started by a recorded command:\n  {}\nrepro does not run a \
-                         command read from a file. Pass it yourself:\n  leasequake repro {} --node-cmd \"{}\"\n\
-                         or confirm the recorded one with --run-recorded-command",
-                        printable(&c.join(" ")),
-                        dir.display(),
-                        printable(&c.join(" ")),
-                    );
-                    return Ok(exit::usage());
-                }
-                (None, None) => None,
-            };
-            let opts = leasequake::run::RunOptions {
-                seed: Some(h.seed),
-                node_cmd,
-                attach: None,
-                progress: leasequake::progress::Progress::stderr(),
-            };
-            let nodes = h.node_command.as_ref().map(|c| format!(", nodes `{}`", c.join(" "))).unwrap_or_default();
-            eprintln!(
-                "replaying {} with seed {} and its {} recorded faults{nodes}",
-                scenario.name,
-                h.seed,
-                scenario.faults.len()
-            );
-            run_loaded(vec![(dir.join("scenario.toml"), scenario)], &report_dir, &opts, 1, None, false).await
+            repro_command(dir, report_dir, node_cmd, run_recorded_command).await
         }
-        Command::List { paths } => {
-            let paths = if paths.is_empty() { vec![std::path::PathBuf::from("scenarios")] } else { paths };
-            let files = leasequake::scenario::discover(&paths);
-            if files.is_empty() {
-                eprintln!("no scenario files (*.toml) under {paths:?}");
-                return Ok(exit::usage());
-            }
-            let mut bad = 0;
-            for f in files {
-                match leasequake::scenario::load(&f) {
-                    Ok(s) => println!("{:<32} {}", s.name, escaped(&s.description)),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        bad += 1;
-                    }
-                }
-            }
-            Ok(if bad == 0 { ExitCode::SUCCESS } else { exit::usage() })
-        }
-        Command::Doctor => {
-            let findings = leasequake::doctor::run().await;
-            for f in &findings {
-                match &f.problem {
-                    None => println!("ok    {:<13} {}", f.check, f.detail),
-                    Some(p) => println!("FIX   {:<13} {p}", f.check),
-                }
-            }
-            let problems = findings.iter().filter(|f| f.problem.is_some()).count();
-            println!(
-                "{}",
-                if problems == 0 {
-                    "everything a run needs is here".to_owned()
-                } else {
-                    format!("{problems} problem(s) to fix")
-                }
-            );
-            Ok(if problems == 0 { ExitCode::SUCCESS } else { exit::failed() })
-        }
-        Command::Clean { images } => {
-            let docker = leasequake::docker::connect().await?;
-            leasequake::env::remove_labelled(&docker, None, false).await?;
-            println!("removed every labelled container and network");
-            if images {
-                let n = leasequake::image::remove_all(&docker).await?;
-                println!("removed {n} image tags");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Check { dir } => {
-            if let Some(problem) = no_history(&dir) {
-                eprintln!("error: {problem}");
-                return Ok(exit::usage());
-            }
-            let r = leasequake::history::check_dir(&dir)?;
-            for p in &r.properties {
-                println!("{:<15} {:<15} {}", p.name, name(serde_json::to_value(p.status)?), escaped(&p.sentence));
-            }
-            for why in &r.inconclusive {
-                println!("inconclusive: {why}");
-            }
-            for note in &r.notes {
-                println!("note: {note}");
-            }
-            if let Some(e) = r.expectation {
-                println!("expectation: {}", name(serde_json::to_value(e)?));
-            }
-            println!(
-                "verdict: {}  (written to {})",
-                format!("{:?}", r.verdict).to_uppercase(),
-                dir.join(leasequake::history::VERDICTS_FILE).display()
-            );
-            Ok(exit::verdict(r.verdict))
-        }
-        Command::Node { flaw } => {
-            let variant = node_variant(flaw.as_deref())?;
-            leasequake::node::run_variant(tokio::io::stdin(), tokio::io::stdout(), variant).await?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::VectorStore { listen, policy, audit_file } => {
-            let policy: StorePolicy = policy.into();
-            let listener = tokio::net::TcpListener::bind(&listen)
-                .await
-                .with_context(|| format!("cannot listen on {listen} (port in use? choose another with --listen)"))?;
-            let store = std::sync::Arc::new(
-                leasequake::store::Store::new(policy, audit_file.as_deref()).context("cannot create the audit file")?,
-            );
-            eprintln!("vector store listening on {}", listener.local_addr()?);
-            let cancel = CancellationToken::new();
-            let stop = cancel.clone();
-            tokio::spawn(async move {
-                terminated().await;
-                stop.cancel();
-            });
-            leasequake::store::serve(listener, store, cancel).await;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::List { paths } => list_command(paths).await,
+        Command::Doctor => doctor_command().await,
+        Command::Clean { images } => clean_command(images).await,
+        Command::Check { dir } => check_command(dir).await,
+        Command::Node { flaw } => node_command(flaw).await,
+        Command::VectorStore { listen, policy, audit_file } => vector_store_command(listen, policy, audit_file).await,
         Command::Images { action: ImagesAction::Build } => {
             use leasequake::image::{ensure, ImageSpec};
             let docker = leasequake::docker::connect().await?;
@@ -1310,69 +1040,384 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo { redis, nodes, node_cmd, tenant, ttl_ms, seconds, policy, store_fences } => {
-            let local = match redis {
-                Some(_) => None,
-                None => Some(LocalRedis::start().await?),
-            };
-            let redis_url = redis.or_else(|| local.as_ref().map(LocalRedis::url)).context("no Redis")?;
-            let node_cmd = match node_cmd {
-                Some(cmd) => cmd.split_whitespace().map(str::to_owned).collect(),
-                None => vec![std::env::current_exe()?.display().to_string(), "node".to_owned()],
-            };
-            let cancel = CancellationToken::new();
-            let ctrl_c = cancel.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    ctrl_c.cancel();
+        Command::Demo(args) => demo_command(args).await,
+    }
+}
+
+async fn env_up_command(nodes: u32, down_after_ms: u64, policy: PolicyArg) -> anyhow::Result<ExitCode> {
+    use leasequake::image::{ensure, resolve, ImageSpec};
+    let docker = leasequake::docker::connect().await?;
+    let cfg = leasequake::env::EnvConfig {
+        nodes,
+        down_after_ms,
+        failover_timeout_ms: down_after_ms * 3,
+        ready_timeout: Duration::from_secs(60),
+        origin: "env-up",
+        store_policy: policy.into(),
+        redis_image: resolve(&docker, "LEASEQUAKE_REDIS_IMAGE", ImageSpec::redis).await?,
+        proxy_image: resolve(&docker, "LEASEQUAKE_PROXY_IMAGE", ImageSpec::proxy).await?,
+        store_image: ensure(&docker, &ImageSpec::store()?).await?,
+    };
+    let env = leasequake::env::Environment::up(docker, &cfg).await?;
+    let secret = leasequake::env::password_file(&env.run_id);
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&secret)?;
+        f.write_all(env.redis_password().as_bytes())?;
+    }
+    let r = env.run_id.clone();
+    println!("environment {r} ready in {:.2} s", env.ready_in.as_secs_f64());
+    println!("  fault proxy API   http://{}   (Toxiproxy API; e.g. curl {}/proxies)", env.proxy_api, env.proxy_api);
+    println!("  vector store      http://{}   (GET /v1/tenants/T, GET /v1/audit)", env.store_addr);
+    let ports: Vec<String> = env
+        .proxy_ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}->127.0.0.1:{p}", leasequake::env::PROXY_PORT_BASE as usize + i))
+        .collect();
+    println!("  proxy port block  {}   (create proxies listening on 0.0.0.0:<container port>)", ports.join(" "));
+    println!("  redis             upstream names redis-primary:6379, redis-replica:6379 (client network)");
+    println!("  redis-cli         docker exec -it lq-{r}-redis-primary redis-cli -a \"$(cat {})\"", secret.display());
+    println!("  sentinel          docker exec -it lq-{r}-sentinel-1 redis-cli -p 26379 sentinel masters");
+    println!("  run a scenario    leasequake run --env {r} scenarios/smoke/no-faults.toml");
+    println!("Ctrl-C removes it.");
+    terminated().await;
+    let _ = std::fs::remove_file(&secret);
+    env.down().await?;
+    println!("removed environment {r}");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let RunArgs {
+        paths,
+        seed,
+        report_dir,
+        repeat,
+        max_duration,
+        node_cmd,
+        env_id,
+        redis_password_file,
+        shard,
+        parallel,
+    } = args;
+    if let Err(problem) = usable_report_dir(&report_dir) {
+        eprintln!("error: {problem}");
+        return Ok(exit::usage());
+    }
+    if parallel > 1 {
+        let mut passed: Vec<String> = Vec::new();
+        if let Some(s) = seed {
+            passed.extend(["--seed".into(), s.to_string()]);
+        }
+        if repeat > 1 {
+            passed.extend(["--repeat".into(), repeat.to_string()]);
+        }
+        if let Some(c) = node_cmd {
+            passed.extend(["--node-cmd".into(), c]);
+        }
+        if let Some(d) = max_duration {
+            passed.extend(["--max-duration".into(), format!("{}ms", d.as_millis())]);
+        }
+        return run_parallel(&paths, &report_dir, parallel, &passed).await;
+    }
+    let attach = match env_id {
+        None => None,
+        Some(run_id) => {
+            let password = match attach_password(&run_id, redis_password_file.as_deref()) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(exit::usage());
                 }
-            });
-            let cfg = DemoConfig {
-                redis_url,
-                node_cmd,
-                nodes,
-                tenant,
-                ttl: Duration::from_millis(ttl_ms),
-                duration: Duration::from_secs(seconds),
-                policy: policy.into(),
-                fence_source: if store_fences { FenceSource::Store } else { FenceSource::Redis },
             };
-            println!(
-                "demo: {nodes} nodes (`{}`), tenant {}, ttl {ttl_ms} ms, {seconds} s",
-                cfg.node_cmd.join(" "),
-                cfg.tenant
-            );
-            let tally = demo::run(cfg, cancel).await;
-            if let Some(local) = local {
-                local.stop().await;
+            Some(leasequake::run::Attach { run_id, password })
+        }
+    };
+    let opts = leasequake::run::RunOptions {
+        seed,
+        node_cmd: node_cmd.map(|c| c.split_whitespace().map(str::to_owned).collect()),
+        attach,
+        progress: leasequake::progress::Progress::stderr(),
+    };
+    run_scenarios(&paths, &report_dir, &opts, repeat, max_duration, shard).await
+}
+
+async fn bench_command(
+    samples: usize,
+    out: std::path::PathBuf,
+    checker_only: bool,
+    suite: Vec<std::path::PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let mut figures = if checker_only {
+        leasequake::bench::checker_figures(1_000_000)
+    } else {
+        match leasequake::bench::run(samples.max(1)).await {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(exit::inconclusive());
             }
-            let t = tally?;
-            for (node, syncs) in &t.syncs {
-                let lost = t.lost_rounds.get(node).copied().unwrap_or(0);
-                let other = t.other_aborts.get(node).copied().unwrap_or(0);
-                println!("{node}  {syncs} syncs finished, {lost} rounds aborted by ownership loss, {other} by other failures");
+        }
+    };
+    if !suite.is_empty() {
+        figures.extend(suite_figures(&suite).await?);
+    }
+    print!("{}", leasequake::bench::table(&figures));
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let json = serde_json::json!({
+        "utc": leasequake::report::utc(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+        ),
+        "figures": figures,
+    });
+    std::fs::write(&out, serde_json::to_vec_pretty(&json)?)?;
+    println!("written to {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn selftest_command(
+    report_dir: std::path::PathBuf,
+    seeds: u32,
+    first_seed: u64,
+    entries: Vec<String>,
+    flawed_node: Option<std::path::PathBuf>,
+    max_duration: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    if let Err(problem) = usable_report_dir(&report_dir) {
+        eprintln!("error: {problem}");
+        return Ok(exit::usage());
+    }
+    selftest(&report_dir, seeds, first_seed, &entries, flawed_node, max_duration).await
+}
+
+async fn repro_command(
+    dir: std::path::PathBuf,
+    report_dir: std::path::PathBuf,
+    node_cmd: Option<String>,
+    run_recorded_command: bool,
+) -> anyhow::Result<ExitCode> {
+    if let Some(problem) = not_a_run_dir(&dir).or_else(|| no_history(&dir)) {
+        eprintln!("error: {problem}");
+        return Ok(exit::usage());
+    }
+    if let Err(problem) = usable_report_dir(&report_dir) {
+        eprintln!("error: {problem}");
+        return Ok(exit::usage());
+    }
+    let mut scenario = match leasequake::scenario::replay(&dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::usage());
+        }
+    };
+    let Some(h) = leasequake::history::read_header(&dir.join(leasequake::history::HISTORY_FILE))? else {
+        eprintln!("error: {} has no history header: not a run directory", dir.display());
+        return Ok(exit::usage());
+    };
+    // The nodes that ran (`--node-cmd`, the self-test's flawed build), not this harness's:
+    // run only as the user says, never because a file says so.
+    let recorded = h.node_command.clone().or_else(|| scenario.nodes.command.take());
+    let node_cmd = match (node_cmd, recorded) {
+        (Some(c), _) => Some(c.split_whitespace().map(str::to_owned).collect()),
+        (None, Some(c)) if run_recorded_command => Some(c),
+        (None, Some(c)) => {
+            eprintln!(
+                "error: this run's nodes were started by a recorded command:\n  {}\nrepro does not run a \
+                 command read from a file. Pass it yourself:\n  leasequake repro {} --node-cmd \"{}\"\n\
+                 or confirm the recorded one with --run-recorded-command",
+                printable(&c.join(" ")),
+                dir.display(),
+                printable(&c.join(" ")),
+            );
+            return Ok(exit::usage());
+        }
+        (None, None) => None,
+    };
+    let opts = leasequake::run::RunOptions {
+        seed: Some(h.seed),
+        node_cmd,
+        attach: None,
+        progress: leasequake::progress::Progress::stderr(),
+    };
+    let nodes = h.node_command.as_ref().map(|c| format!(", nodes `{}`", c.join(" "))).unwrap_or_default();
+    eprintln!(
+        "replaying {} with seed {} and its {} recorded faults{nodes}",
+        scenario.name,
+        h.seed,
+        scenario.faults.len()
+    );
+    run_loaded(vec![(dir.join("scenario.toml"), scenario)], &report_dir, &opts, 1, None, false).await
+}
+
+async fn list_command(paths: Vec<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
+    let paths = if paths.is_empty() { vec![std::path::PathBuf::from("scenarios")] } else { paths };
+    let files = leasequake::scenario::discover(&paths);
+    if files.is_empty() {
+        eprintln!("no scenario files (*.toml) under {paths:?}");
+        return Ok(exit::usage());
+    }
+    let mut bad = 0;
+    for f in files {
+        match leasequake::scenario::load(&f) {
+            Ok(s) => println!("{:<32} {}", s.name, escaped(&s.description)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                bad += 1;
             }
-            println!(
-                "store: {} audit records; {} acknowledged writes, {} missing from the audit log; {} unreadable node lines",
-                t.audit_records,
-                t.acked,
-                t.unaccounted.len(),
-                t.garbage
-            );
-            let rising = t.alias_fences.windows(2).all(|w| w[0] < w[1]);
-            println!(
-                "alias switched {} times, fences {}",
-                t.alias_fences.len(),
-                if rising { "strictly rising" } else { "NOT RISING" }
-            );
-            println!("{}", if t.healthy() { "OK: every write accounted for" } else { "NOT OK" });
-            Ok(if t.garbage > 0 {
-                exit::inconclusive()
-            } else if t.healthy() {
-                ExitCode::SUCCESS
-            } else {
-                exit::failed()
-            })
         }
     }
+    Ok(if bad == 0 { ExitCode::SUCCESS } else { exit::usage() })
+}
+
+async fn doctor_command() -> anyhow::Result<ExitCode> {
+    let findings = leasequake::doctor::run().await;
+    for f in &findings {
+        match &f.problem {
+            None => println!("ok    {:<13} {}", f.check, f.detail),
+            Some(p) => println!("FIX   {:<13} {p}", f.check),
+        }
+    }
+    let problems = findings.iter().filter(|f| f.problem.is_some()).count();
+    println!(
+        "{}",
+        if problems == 0 {
+            "everything a run needs is here".to_owned()
+        } else {
+            format!("{problems} problem(s) to fix")
+        }
+    );
+    Ok(if problems == 0 { ExitCode::SUCCESS } else { exit::failed() })
+}
+
+async fn clean_command(images: bool) -> anyhow::Result<ExitCode> {
+    let docker = leasequake::docker::connect().await?;
+    leasequake::env::remove_labelled(&docker, None, false).await?;
+    println!("removed every labelled container and network");
+    if images {
+        let n = leasequake::image::remove_all(&docker).await?;
+        println!("removed {n} image tags");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn check_command(dir: std::path::PathBuf) -> anyhow::Result<ExitCode> {
+    if let Some(problem) = no_history(&dir) {
+        eprintln!("error: {problem}");
+        return Ok(exit::usage());
+    }
+    let r = leasequake::history::check_dir(&dir)?;
+    for p in &r.properties {
+        println!("{:<15} {:<15} {}", p.name, name(serde_json::to_value(p.status)?), escaped(&p.sentence));
+    }
+    for why in &r.inconclusive {
+        println!("inconclusive: {why}");
+    }
+    for note in &r.notes {
+        println!("note: {note}");
+    }
+    if let Some(e) = r.expectation {
+        println!("expectation: {}", name(serde_json::to_value(e)?));
+    }
+    println!(
+        "verdict: {}  (written to {})",
+        format!("{:?}", r.verdict).to_uppercase(),
+        dir.join(leasequake::history::VERDICTS_FILE).display()
+    );
+    Ok(exit::verdict(r.verdict))
+}
+
+async fn node_command(flaw: Option<String>) -> anyhow::Result<ExitCode> {
+    let variant = node_variant(flaw.as_deref())?;
+    leasequake::node::run_variant(tokio::io::stdin(), tokio::io::stdout(), variant).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn vector_store_command(
+    listen: String,
+    policy: PolicyArg,
+    audit_file: Option<std::path::PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let policy: StorePolicy = policy.into();
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen} (port in use? choose another with --listen)"))?;
+    let store = std::sync::Arc::new(
+        leasequake::store::Store::new(policy, audit_file.as_deref()).context("cannot create the audit file")?,
+    );
+    eprintln!("vector store listening on {}", listener.local_addr()?);
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        terminated().await;
+        stop.cancel();
+    });
+    leasequake::store::serve(listener, store, cancel).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn demo_command(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let DemoArgs { redis, nodes, node_cmd, tenant, ttl_ms, seconds, policy, store_fences } = args;
+    let local = match redis {
+        Some(_) => None,
+        None => Some(LocalRedis::start().await?),
+    };
+    let redis_url = redis.or_else(|| local.as_ref().map(LocalRedis::url)).context("no Redis")?;
+    let node_cmd = match node_cmd {
+        Some(cmd) => cmd.split_whitespace().map(str::to_owned).collect(),
+        None => vec![std::env::current_exe()?.display().to_string(), "node".to_owned()],
+    };
+    let cancel = CancellationToken::new();
+    let ctrl_c = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctrl_c.cancel();
+        }
+    });
+    let cfg = DemoConfig {
+        redis_url,
+        node_cmd,
+        nodes,
+        tenant,
+        ttl: Duration::from_millis(ttl_ms),
+        duration: Duration::from_secs(seconds),
+        policy: policy.into(),
+        fence_source: if store_fences { FenceSource::Store } else { FenceSource::Redis },
+    };
+    println!("demo: {nodes} nodes (`{}`), tenant {}, ttl {ttl_ms} ms, {seconds} s", cfg.node_cmd.join(" "), cfg.tenant);
+    let tally = demo::run(cfg, cancel).await;
+    if let Some(local) = local {
+        local.stop().await;
+    }
+    let t = tally?;
+    for (node, syncs) in &t.syncs {
+        let lost = t.lost_rounds.get(node).copied().unwrap_or(0);
+        let other = t.other_aborts.get(node).copied().unwrap_or(0);
+        println!("{node}  {syncs} syncs finished, {lost} rounds aborted by ownership loss, {other} by other failures");
+    }
+    println!(
+        "store: {} audit records; {} acknowledged writes, {} missing from the audit log; {} unreadable node lines",
+        t.audit_records,
+        t.acked,
+        t.unaccounted.len(),
+        t.garbage
+    );
+    let rising = t.alias_fences.windows(2).all(|w| w[0] < w[1]);
+    println!(
+        "alias switched {} times, fences {}",
+        t.alias_fences.len(),
+        if rising { "strictly rising" } else { "NOT RISING" }
+    );
+    println!("{}", if t.healthy() { "OK: every write accounted for" } else { "NOT OK" });
+    Ok(if t.garbage > 0 {
+        exit::inconclusive()
+    } else if t.healthy() {
+        ExitCode::SUCCESS
+    } else {
+        exit::failed()
+    })
 }
