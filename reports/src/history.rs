@@ -527,6 +527,26 @@ impl FaultKind {
         matches!(self, Self::Crash | Self::Pause | Self::StallRenewal)
     }
 
+    /// Acts on Redis itself (the primary, or Sentinel's failover), not on a node or the store. A
+    /// `clock_jump` with a node target moves that node's clock instead.
+    #[must_use]
+    pub fn acts_on_redis(self) -> bool {
+        matches!(self, Self::Failover | Self::RedisRestart | Self::KeyLoss | Self::PauseWrites | Self::ClockJump)
+    }
+
+    /// Needs a node target (a node, `owner` or `non-owner`): it acts on one node or its links.
+    #[must_use]
+    pub fn needs_a_node(self) -> bool {
+        !self.acts_on_redis() && !self.store_wide()
+    }
+
+    /// May be drawn at random (`[random] kinds`): kinds that need their own mode and timings
+    /// (every Redis-level fault, a slowed Redis link) are declared, never drawn.
+    #[must_use]
+    pub fn drawn_at_random(self) -> bool {
+        !self.acts_on_redis() && self != Self::SlowRedis
+    }
+
     /// Acts on the store as a whole (every node's store link): two at once cannot be told apart.
     #[must_use]
     pub fn store_wide(self) -> bool {

@@ -901,239 +901,237 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
     }
     let bound_s = s.liveness_bound_ms().div_ceil(1000);
     for (i, f) in s.faults.iter().enumerate() {
-        let field = |k: &str| format!("faults[{i}].{k}");
-        let node_fault = !matches!(
-            f.kind,
-            FaultKind::SlowStore
-                | FaultKind::FailingStore
-                | FaultKind::Failover
-                | FaultKind::RedisRestart
-                | FaultKind::KeyLoss
-                | FaultKind::PauseWrites
-                | FaultKind::ClockJump
-        );
-        match (&f.target, node_fault) {
-            (None, true) => {
-                return bad(
-                    &field("target"),
-                    format!("{:?} needs a target: a node (n1..n{}) or owner / non-owner", f.kind, s.nodes.count),
-                )
-            }
-            (Some(t), true) => {
-                let known = t == "owner" || t == "non-owner" || node_index_ok(t, s.nodes.count).is_some();
-                if !known {
-                    return bad(
-                        &field("target"),
-                        format!("`{t}` is not a node of this scenario (n1..n{}) nor owner / non-owner", s.nodes.count),
-                    );
-                }
-            }
-            // A clock jump without a target moves the primary's clock; with one, that node's.
-            (Some(t), false) if f.kind == FaultKind::ClockJump => {
-                if t != "owner" && t != "non-owner" && node_index_ok(t, s.nodes.count).is_none() {
-                    return bad(
-                        &field("target"),
-                        format!("`{t}` is not a node of this scenario (n1..n{}) nor owner / non-owner", s.nodes.count),
-                    );
-                }
-            }
-            (Some(_), false) => {
-                return bad(&field("target"), format!("{} acts on the store or Redis and takes no target", f.kind))
-            }
-            (None, false) => {}
-        }
-        if f.kind == FaultKind::Partition
-            && (f.link.is_none() || !matches!(f.mode, Some(Mode::Blackhole | Mode::Reset)))
-        {
-            return bad(
-                &field(if f.link.is_none() { "link" } else { "mode" }),
-                "a partition needs `link` (redis, store, both) and `mode` (blackhole, reset)".into(),
-            );
-        }
-        if f.kind == FaultKind::Failover && !matches!(f.mode, Some(Mode::Pause | Mode::Isolate | Mode::Manual)) {
-            return bad(
-                &field("mode"),
-                "a failover needs `mode`: pause (SIGSTOP the primary), isolate (cut it from replication) or manual \
-                 (SENTINEL FAILOVER)"
-                    .into(),
-            );
-        }
-        if f.kind != FaultKind::Failover {
-            let given = [
-                ("follow_ms", f.follow_ms.is_some()),
-                ("never_follow", f.never_follow.is_some()),
-                ("follow_ms_by_node", f.follow_ms_by_node.is_some()),
-            ];
-            if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
-                return bad(&field(name), "only a failover takes follow_ms, follow_ms_by_node and never_follow".into());
-            }
-        }
-        let by_node = f.follow_ms_by_node.iter().flat_map(|m| m.keys());
-        for (name, n) in f
-            .never_follow
-            .iter()
-            .flatten()
-            .map(|n| ("never_follow", n))
-            .chain(by_node.map(|n| ("follow_ms_by_node", n)))
-        {
-            if node_index_ok(n, s.nodes.count).is_none() {
-                return bad(&field(name), format!("`{n}` is not a node of this scenario (n1..n{})", s.nodes.count));
-            }
-        }
-        if s.nodes.follow_failovers
-            && (f.follow_ms.is_some() || f.never_follow.is_some() || f.follow_ms_by_node.is_some())
-        {
-            return bad(
-                &field("follow_ms"),
-                "with [nodes] follow_failovers every node follows a failover at once: drop follow_ms, \
-                 follow_ms_by_node and never_follow"
-                    .into(),
-            );
-        }
-        if let Some(n) =
-            f.never_follow.iter().flatten().find(|n| f.follow_ms_by_node.as_ref().is_some_and(|m| m.contains_key(*n)))
-        {
-            return bad(
-                &field("follow_ms_by_node"),
-                format!("`{n}` is in never_follow too: a node either follows (after its delay) or never does"),
-            );
-        }
-        if f.unreplicated_acquire.is_some() && !(f.kind == FaultKind::Failover && f.mode == Some(Mode::Isolate)) {
-            return bad(
-                &field("unreplicated_acquire"),
-                "only a failover with mode = \"isolate\" can take an acquire on the cut primary".into(),
-            );
-        }
-        if let Some(j) = f.jump_ms.filter(|j| *j == 0 || j.unsigned_abs() > JUMP_MS_MAX) {
-            return bad(&field("jump_ms"), format!("{j} is not a jump of 1 to {JUMP_MS_MAX} ms, forward or back"));
-        }
-        if (f.kind == FaultKind::ClockJump) != f.jump_ms.is_some() {
-            return bad(
-                &field("jump_ms"),
-                if f.kind == FaultKind::ClockJump {
-                    "clock_jump needs jump_ms (ms the clock moves; negative: back)".into()
-                } else {
-                    format!("jump_ms belongs to clock_jump, not {}", f.kind)
-                },
-            );
-        }
-        if matches!(f.kind, FaultKind::SlowStore | FaultKind::SlowModel | FaultKind::SlowRedis)
-            && f.latency_ms.is_none()
-        {
-            return bad(&field("latency_ms"), format!("{} needs latency_ms", f.kind));
-        }
-        if let Err((name, why)) = slow_redis_fields(f) {
-            return bad(&field(name), why);
-        }
-        match (f.kind, f.duration_s) {
-            (FaultKind::KeyLoss, 0) => {}
-            (FaultKind::KeyLoss, _) => {
-                return bad(&field("duration_s"), "key_loss is instantaneous: set duration_s = 0".into())
-            }
-            (FaultKind::PauseWrites, 0 | 1) => {
-                return bad(
-                    &field("duration_s"),
-                    "pause_writes needs at least 2 (its probe waits 1 s for a write to block)".into(),
-                )
-            }
-            // Sentinel can take a long write pause for a dead primary and fail over on its own.
-            (FaultKind::PauseWrites, d) if s.sentinel.down_after_ms < d * 1000 + SENTINEL_MARGIN_MS => {
-                return bad(
-                    &field("duration_s"),
-                    format!(
-                        "a write pause of {d} s may make Sentinel fail over on its own (down_after_ms is {}): set \
-                         [sentinel] down_after_ms to at least {}",
-                        s.sentinel.down_after_ms,
-                        d * 1000 + SENTINEL_MARGIN_MS
-                    ),
-                )
-            }
-            (FaultKind::RedisRestart, _) if s.sentinel.down_after_ms < RESTART_DOWN_AFTER_MS => {
-                return bad(
-                    &field("kind"),
-                    format!(
-                        "a restart may make Sentinel fail over on its own (down_after_ms is {}): set [sentinel] \
-                         down_after_ms to at least {RESTART_DOWN_AFTER_MS}, or declare the failover you want",
-                        s.sentinel.down_after_ms
-                    ),
-                )
-            }
-            (_, 0) => return bad(&field("duration_s"), "must be at least 1".into()),
-            _ => {}
-        }
-        if let Some(on) = &f.on {
-            if f.trigger().is_none() {
-                return bad(&field("on"), format!("`{on}` is not a trigger: one of {TRIGGER_NAMES}"));
-            }
-            if f.target.as_deref() == Some("non-owner") {
-                return bad(
-                    &field("target"),
-                    "a triggered fault hits the node that triggered it: use `owner` or a node".into(),
-                );
-            }
-            if f.trigger() == Some(Trigger::Observed(ObservedTrigger::RoleChanged))
-                && f.target.as_deref() == Some("owner")
-            {
-                return bad(
-                    &field("target"),
-                    "no node triggers `role_changed`: name a node, or use a fault on Redis or the store".into(),
-                );
-            }
-        }
-        // A triggered fault may fire up to one liveness bound after at_s.
-        let wait_s = if f.on.is_some() { bound_s } else { 0 };
-        let healed = f.at_s + wait_s + f.duration_s;
-        if healed + bound_s > s.duration_s {
-            return bad(
-                &field("at_s"),
-                format!("heals at {healed} s, but the liveness bound needs {bound_s} s more and the run lasts {} s: lengthen duration_s to at least {}", s.duration_s, healed + bound_s),
-            );
-        }
+        validate_target(s, i, f)?;
+        validate_fields(s, i, f)?;
+        validate_timing(s, i, f, bound_s)?;
     }
     if let Some(r) = &s.random {
-        if r.faults == 0 || r.faults > 64 {
-            return bad("random.faults", format!("{} is not between 1 and 64", r.faults));
-        }
-        if r.kinds.is_empty() {
-            return bad("random.kinds", "name at least one fault kind to draw from".into());
-        }
-        if let Some(k) = r.kinds.iter().find(|k| {
-            matches!(
-                k,
-                FaultKind::Failover
-                    | FaultKind::RedisRestart
-                    | FaultKind::KeyLoss
-                    | FaultKind::PauseWrites
-                    | FaultKind::ClockJump
-                    | FaultKind::SlowRedis
-            )
-        }) {
-            return bad("random.kinds", format!("{k} is not drawn at random (it needs its own mode and timings)"));
-        }
-        if r.max_duration_s == 0 || r.from_s + r.max_duration_s > r.until_s {
-            return bad(
-                "random.until_s",
-                format!(
-                    "from_s {} + max_duration_s {} must fit before until_s {}",
-                    r.from_s, r.max_duration_s, r.until_s
-                ),
-            );
-        }
-        if r.until_s + bound_s > s.duration_s {
-            return bad(
-                "random.until_s",
-                format!(
-                    "the liveness bound needs {bound_s} s after until_s {}: lengthen duration_s to at least {}",
-                    r.until_s,
-                    r.until_s + bound_s
-                ),
-            );
-        }
+        validate_random(s, r, bound_s)?;
     }
     if s.faults.is_empty() && bound_s > s.duration_s {
         return bad(
             "duration_s",
             format!("{} s cannot show a complete sync; the liveness bound is {bound_s} s", s.duration_s),
+        );
+    }
+    Ok(())
+}
+
+/// A fault's target: a node of this scenario for the kinds that act on one, none for the rest.
+fn validate_target(s: &Scenario, i: usize, f: &Fault) -> Result<(), (String, String)> {
+    let bad = |field: &str, message: String| Err((field.to_owned(), message));
+    let field = |k: &str| format!("faults[{i}].{k}");
+    let node_fault = f.kind.needs_a_node();
+    match (&f.target, node_fault) {
+        (None, true) => {
+            return bad(
+                &field("target"),
+                format!("{:?} needs a target: a node (n1..n{}) or owner / non-owner", f.kind, s.nodes.count),
+            )
+        }
+        (Some(t), true) => {
+            let known = t == "owner" || t == "non-owner" || node_index_ok(t, s.nodes.count).is_some();
+            if !known {
+                return bad(
+                    &field("target"),
+                    format!("`{t}` is not a node of this scenario (n1..n{}) nor owner / non-owner", s.nodes.count),
+                );
+            }
+        }
+        // A clock jump without a target moves the primary's clock; with one, that node's.
+        (Some(t), false) if f.kind == FaultKind::ClockJump => {
+            if t != "owner" && t != "non-owner" && node_index_ok(t, s.nodes.count).is_none() {
+                return bad(
+                    &field("target"),
+                    format!("`{t}` is not a node of this scenario (n1..n{}) nor owner / non-owner", s.nodes.count),
+                );
+            }
+        }
+        (Some(_), false) => {
+            return bad(&field("target"), format!("{} acts on the store or Redis and takes no target", f.kind))
+        }
+        (None, false) => {}
+    }
+    Ok(())
+}
+
+/// A fault's kind-specific fields: each only on the kinds that take it, every node it names real.
+fn validate_fields(s: &Scenario, i: usize, f: &Fault) -> Result<(), (String, String)> {
+    let bad = |field: &str, message: String| Err((field.to_owned(), message));
+    let field = |k: &str| format!("faults[{i}].{k}");
+    if f.kind == FaultKind::Partition && (f.link.is_none() || !matches!(f.mode, Some(Mode::Blackhole | Mode::Reset))) {
+        return bad(
+            &field(if f.link.is_none() { "link" } else { "mode" }),
+            "a partition needs `link` (redis, store, both) and `mode` (blackhole, reset)".into(),
+        );
+    }
+    if f.kind == FaultKind::Failover && !matches!(f.mode, Some(Mode::Pause | Mode::Isolate | Mode::Manual)) {
+        return bad(
+            &field("mode"),
+            "a failover needs `mode`: pause (SIGSTOP the primary), isolate (cut it from replication) or manual \
+             (SENTINEL FAILOVER)"
+                .into(),
+        );
+    }
+    if f.kind != FaultKind::Failover {
+        let given = [
+            ("follow_ms", f.follow_ms.is_some()),
+            ("never_follow", f.never_follow.is_some()),
+            ("follow_ms_by_node", f.follow_ms_by_node.is_some()),
+        ];
+        if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
+            return bad(&field(name), "only a failover takes follow_ms, follow_ms_by_node and never_follow".into());
+        }
+    }
+    let by_node = f.follow_ms_by_node.iter().flat_map(|m| m.keys());
+    for (name, n) in
+        f.never_follow.iter().flatten().map(|n| ("never_follow", n)).chain(by_node.map(|n| ("follow_ms_by_node", n)))
+    {
+        if node_index_ok(n, s.nodes.count).is_none() {
+            return bad(&field(name), format!("`{n}` is not a node of this scenario (n1..n{})", s.nodes.count));
+        }
+    }
+    if s.nodes.follow_failovers && (f.follow_ms.is_some() || f.never_follow.is_some() || f.follow_ms_by_node.is_some())
+    {
+        return bad(
+            &field("follow_ms"),
+            "with [nodes] follow_failovers every node follows a failover at once: drop follow_ms, \
+             follow_ms_by_node and never_follow"
+                .into(),
+        );
+    }
+    if let Some(n) =
+        f.never_follow.iter().flatten().find(|n| f.follow_ms_by_node.as_ref().is_some_and(|m| m.contains_key(*n)))
+    {
+        return bad(
+            &field("follow_ms_by_node"),
+            format!("`{n}` is in never_follow too: a node either follows (after its delay) or never does"),
+        );
+    }
+    if f.unreplicated_acquire.is_some() && !(f.kind == FaultKind::Failover && f.mode == Some(Mode::Isolate)) {
+        return bad(
+            &field("unreplicated_acquire"),
+            "only a failover with mode = \"isolate\" can take an acquire on the cut primary".into(),
+        );
+    }
+    if let Some(j) = f.jump_ms.filter(|j| *j == 0 || j.unsigned_abs() > JUMP_MS_MAX) {
+        return bad(&field("jump_ms"), format!("{j} is not a jump of 1 to {JUMP_MS_MAX} ms, forward or back"));
+    }
+    if (f.kind == FaultKind::ClockJump) != f.jump_ms.is_some() {
+        return bad(
+            &field("jump_ms"),
+            if f.kind == FaultKind::ClockJump {
+                "clock_jump needs jump_ms (ms the clock moves; negative: back)".into()
+            } else {
+                format!("jump_ms belongs to clock_jump, not {}", f.kind)
+            },
+        );
+    }
+    if matches!(f.kind, FaultKind::SlowStore | FaultKind::SlowModel | FaultKind::SlowRedis) && f.latency_ms.is_none() {
+        return bad(&field("latency_ms"), format!("{} needs latency_ms", f.kind));
+    }
+    if let Err((name, why)) = slow_redis_fields(f) {
+        return bad(&field(name), why);
+    }
+    Ok(())
+}
+
+/// A fault's duration, trigger and heal, which must leave the liveness bound inside the run.
+fn validate_timing(s: &Scenario, i: usize, f: &Fault, bound_s: u64) -> Result<(), (String, String)> {
+    let bad = |field: &str, message: String| Err((field.to_owned(), message));
+    let field = |k: &str| format!("faults[{i}].{k}");
+    match (f.kind, f.duration_s) {
+        (FaultKind::KeyLoss, 0) => {}
+        (FaultKind::KeyLoss, _) => {
+            return bad(&field("duration_s"), "key_loss is instantaneous: set duration_s = 0".into())
+        }
+        (FaultKind::PauseWrites, 0 | 1) => {
+            return bad(
+                &field("duration_s"),
+                "pause_writes needs at least 2 (its probe waits 1 s for a write to block)".into(),
+            )
+        }
+        // Sentinel can take a long write pause for a dead primary and fail over on its own.
+        (FaultKind::PauseWrites, d) if s.sentinel.down_after_ms < d * 1000 + SENTINEL_MARGIN_MS => {
+            return bad(
+                &field("duration_s"),
+                format!(
+                    "a write pause of {d} s may make Sentinel fail over on its own (down_after_ms is {}): set \
+                     [sentinel] down_after_ms to at least {}",
+                    s.sentinel.down_after_ms,
+                    d * 1000 + SENTINEL_MARGIN_MS
+                ),
+            )
+        }
+        (FaultKind::RedisRestart, _) if s.sentinel.down_after_ms < RESTART_DOWN_AFTER_MS => {
+            return bad(
+                &field("kind"),
+                format!(
+                    "a restart may make Sentinel fail over on its own (down_after_ms is {}): set [sentinel] \
+                     down_after_ms to at least {RESTART_DOWN_AFTER_MS}, or declare the failover you want",
+                    s.sentinel.down_after_ms
+                ),
+            )
+        }
+        (_, 0) => return bad(&field("duration_s"), "must be at least 1".into()),
+        _ => {}
+    }
+    if let Some(on) = &f.on {
+        if f.trigger().is_none() {
+            return bad(&field("on"), format!("`{on}` is not a trigger: one of {TRIGGER_NAMES}"));
+        }
+        if f.target.as_deref() == Some("non-owner") {
+            return bad(
+                &field("target"),
+                "a triggered fault hits the node that triggered it: use `owner` or a node".into(),
+            );
+        }
+        if f.trigger() == Some(Trigger::Observed(ObservedTrigger::RoleChanged)) && f.target.as_deref() == Some("owner")
+        {
+            return bad(
+                &field("target"),
+                "no node triggers `role_changed`: name a node, or use a fault on Redis or the store".into(),
+            );
+        }
+    }
+    // A triggered fault may fire up to one liveness bound after at_s.
+    let wait_s = if f.on.is_some() { bound_s } else { 0 };
+    let healed = f.at_s + wait_s + f.duration_s;
+    if healed + bound_s > s.duration_s {
+        return bad(
+            &field("at_s"),
+            format!("heals at {healed} s, but the liveness bound needs {bound_s} s more and the run lasts {} s: lengthen duration_s to at least {}", s.duration_s, healed + bound_s),
+        );
+    }
+    Ok(())
+}
+
+/// The `[random]` table: how many faults, of which kinds, drawn when.
+fn validate_random(s: &Scenario, r: &Random, bound_s: u64) -> Result<(), (String, String)> {
+    let bad = |field: &str, message: String| Err((field.to_owned(), message));
+    if r.faults == 0 || r.faults > 64 {
+        return bad("random.faults", format!("{} is not between 1 and 64", r.faults));
+    }
+    if r.kinds.is_empty() {
+        return bad("random.kinds", "name at least one fault kind to draw from".into());
+    }
+    if let Some(k) = r.kinds.iter().find(|k| !k.drawn_at_random()) {
+        return bad("random.kinds", format!("{k} is not drawn at random (it needs its own mode and timings)"));
+    }
+    if r.max_duration_s == 0 || r.from_s + r.max_duration_s > r.until_s {
+        return bad(
+            "random.until_s",
+            format!("from_s {} + max_duration_s {} must fit before until_s {}", r.from_s, r.max_duration_s, r.until_s),
+        );
+    }
+    if r.until_s + bound_s > s.duration_s {
+        return bad(
+            "random.until_s",
+            format!(
+                "the liveness bound needs {bound_s} s after until_s {}: lengthen duration_s to at least {}",
+                r.until_s,
+                r.until_s + bound_s
+            ),
         );
     }
     Ok(())

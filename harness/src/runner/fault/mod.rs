@@ -134,13 +134,10 @@ pub(crate) async fn heal(w: &World<'_>, a: &Applied, settle: bool, nodes: &mut d
 
 /// What a fault without a node target acts on.
 pub(crate) fn untargeted(kind: FaultKind) -> &'static str {
-    match kind {
-        FaultKind::Failover
-        | FaultKind::RedisRestart
-        | FaultKind::KeyLoss
-        | FaultKind::PauseWrites
-        | FaultKind::ClockJump => "redis-primary",
-        _ => "store",
+    if kind.acts_on_redis() {
+        "redis-primary"
+    } else {
+        "store"
     }
 }
 
