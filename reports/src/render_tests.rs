@@ -207,6 +207,18 @@ fn the_tally_counts_each_scenario_and_explains_every_run_that_did_not_pass() {
         assert!(tally.contains(r.shown().label()), "{tally}");
     }
     assert!(!tally.contains('\u{1b}'));
+    // The last line adds them up.
+    let last = tally.lines().last().unwrap();
+    let n = |s| suite.count(s);
+    use crate::suite::Shown;
+    let total = format!(
+        "PASS {:>3}  FAIL {:>3}  XFAIL {:>3}  INCONCLUSIVE {:>3}",
+        n(Shown::Pass),
+        n(Shown::Fail),
+        n(Shown::ExpectedFail),
+        n(Shown::Inconclusive)
+    );
+    assert!(last.contains(&format!("all {} runs", suite.scenarios.len())) && last.ends_with(&total), "{tally}");
 }
 
 #[test]

@@ -174,6 +174,15 @@ impl Suite {
                 let _ = writeln!(out, "      {:<12} seed {:<20} {}", r.shown().label(), r.seed, crate::escaped(first));
             }
         }
+        let all = format!("all {} runs", self.scenarios.len());
+        let _ = writeln!(
+            out,
+            "  {all:<44} PASS {:>3}  FAIL {:>3}  XFAIL {:>3}  INCONCLUSIVE {:>3}",
+            self.count(Shown::Pass),
+            self.count(Shown::Fail),
+            self.count(Shown::ExpectedFail),
+            self.count(Shown::Inconclusive)
+        );
         out
     }
 

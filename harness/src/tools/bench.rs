@@ -190,7 +190,7 @@ async fn fault_figures(env: &Environment, samples: usize) -> Result<Vec<Figure>,
     let err = |e: String| HarnessError::Environment { detail: e };
     let proxy = leasequake_toxiproxy::Client::new(env.proxy_api.clone());
     let listen = format!("0.0.0.0:{PROXY_PORT_BASE}");
-    proxy.create_proxy("bench", &listen, "redis-primary:6379").await.map_err(|e| err(e.to_string()))?;
+    proxy.create_proxy("n1-redis", &listen, "redis-primary:6379").await.map_err(|e| err(e.to_string()))?;
     let port = env.proxy_ports[0];
     let auth = format!("AUTH {}\r\nPING\r\n", env.redis_password());
     // Proxied round trip, the baseline.
@@ -218,31 +218,37 @@ async fn fault_figures(env: &Environment, samples: usize) -> Result<Vec<Figure>,
         None,
         format!("{} PINGs", rtt.len()),
     ));
-    // A reset toxic: from the API request to a PING on a fresh connection being reset.
+    // A partition (reset) of node 1's Redis link, through the runner's own fault code: the apply
+    // returns once its probe saw the link cut; the heal is timed to a PING answered again.
+    let scenario = one_partition()?;
+    let events = tokio::sync::broadcast::channel(1).0;
+    let dir = std::env::temp_dir();
+    let world = crate::fault::World {
+        s: &scenario,
+        env,
+        proxy: &proxy,
+        dir: &dir,
+        key: "leasequake:{bench}:lease".into(),
+        events: &events,
+    };
+    let f = &scenario.faults[0];
     let (mut cut, mut heal) = (Vec::new(), Vec::new());
-    for i in 0..samples {
-        let name = format!("bench-{i}");
+    for id in (1..).take(samples) {
         let t = Instant::now();
-        proxy
-            .add_toxic(
-                "bench",
-                &leasequake_toxiproxy::ToxicSpec::reset_peer(leasequake_toxiproxy::Stream::Downstream, 0)
-                    .named(name.clone()),
-            )
-            .await
-            .map_err(|e| err(e.to_string()))?;
-        if wait_for(port, false).await {
+        if crate::fault::apply(&world, id, f, 1, None).await.is_ok() {
             cut.push(ms(t.elapsed()));
         }
+        let applied = crate::fault::Applied { id, fault: f.clone(), target: "n1".into(), index: 1, node: None };
         let t = Instant::now();
-        proxy.remove_toxic("bench", &name).await.map_err(|e| err(e.to_string()))?;
-        if wait_for(port, true).await {
+        let healed = crate::fault::heal(&world, &applied, false, &mut NoNodes).await;
+        if matches!(healed, crate::fault::Heal::Done(_)) && wait_for(port, true).await {
             heal.push(ms(t.elapsed()));
         }
     }
-    for (what, mut v) in
-        [("partition through the proxy: request to effect", cut), ("partition healed: request to effect", heal)]
-    {
+    for (what, mut v) in [
+        ("partition, the runner's apply: request to verified effect", cut),
+        ("partition healed: request to effect", heal),
+    ] {
         v.sort_by(f64::total_cmp);
         let note = format!(
             "p50 {:.2} ms of {}; p99 / proxied round trip = {:.0}",
@@ -333,6 +339,28 @@ async fn fault_figures(env: &Environment, samples: usize) -> Result<Vec<Figure>,
         format!("all: {cuts:.0?}"),
     ));
     Ok(out)
+}
+
+/// A scenario of one node whose Redis link is reset: the fault the partition figures time.
+fn one_partition() -> Result<crate::scenario::Scenario, HarnessError> {
+    let text = "name = \"bench\"\ndescription = \"bench\"\nincident = \"bench\"\nduration_s = 30\n[nodes]\ncount = 1\n\
+                [lease]\nttl_ms = 3000\n[store]\npolicy = \"enforce\"\nfence_source = \"store\"\n[[faults]]\n\
+                kind = \"partition\"\ntarget = \"n1\"\nlink = \"redis\"\nmode = \"reset\"\nat_s = 1\nduration_s = 1\n";
+    crate::scenario::parse(std::path::Path::new("bench.toml"), text)
+        .map_err(|e| HarnessError::Environment { detail: format!("the bench scenario: {e}") })
+}
+
+/// The partition figures run no node.
+struct NoNodes;
+
+impl crate::fault::Nodes for NoNodes {
+    fn handle(&self, _: u32) -> Option<crate::supervisor::NodeHandle> {
+        None
+    }
+
+    fn restart(&mut self, index: u32) -> Result<u64, String> {
+        Err(format!("the benchmark runs no node n{index}"))
+    }
 }
 
 /// Waits (at most 2 s) until a PING through the proxy on `port` is answered (`answered`) or is
