@@ -15,17 +15,22 @@ fn labelled(what: &[&str]) -> usize {
 
 #[test]
 fn clean_removes_what_a_sigkilled_harness_left_behind() {
+    // Its stderr kept, so a start that fails says why.
+    let log = std::env::temp_dir().join(format!("leasequake-clean-test-{}.stderr", std::process::id()));
     let mut up = Command::new(env!("CARGO_BIN_EXE_leasequake"))
         .args(["env", "up", "--nodes", "1"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let mut stdout = BufReader::new(up.stdout.take().unwrap());
     let mut seen = String::new();
     while !seen.contains("Ctrl-C") {
         let mut line = String::new();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "env up ended before it was ready: {seen}");
+        if stdout.read_line(&mut line).unwrap() == 0 {
+            let why = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("env up ended before it was ready: {seen}{why}");
+        }
         seen.push_str(&line);
     }
     // SIGKILL: no chance to clean up; its containers and networks stay behind.

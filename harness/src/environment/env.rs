@@ -510,61 +510,55 @@ impl Environment {
         &self.docker
     }
 
-    /// Sets every Sentinel's down-after and failover timeout to the configured values, once each
-    /// Sentinel has heard the primary answer a ping within half the new down-after. A Sentinel
-    /// started before the primary (1.4 s before it, at load 12) counts the primary's silence
-    /// from its own start: given a 1 s down-after before its first answered ping, it took the
-    /// primary for down at once and failed over (a soak INCONCLUSIVE, drift at 0.4 s).
+    /// Sets every Sentinel's down-after and failover timeout to the configured values, each one
+    /// once it has heard the primary answer a ping within half the new down-after. A Sentinel
+    /// started before the primary (1.4 s before it, at load 12) counts the primary's silence from
+    /// its own start: given a 1 s down-after before its first answered ping, it took the primary
+    /// for down at once and failed over (a soak INCONCLUSIVE, drift at 0.4 s). Each Sentinel on
+    /// its own: they ping at their own phases, so all three are rarely in touch at one instant.
     async fn apply_sentinel_timings(&self, cfg: &EnvConfig) -> Result<(), HarnessError> {
         let within = (cfg.down_after_ms / 2).max(100);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        // Bounded: 15 s (Sentinel pings a master at least once a second).
-        while let Some(why) = self.sentinels_out_of_touch(within).await {
-            if Instant::now() > deadline {
-                return Err(HarnessError::Environment {
-                    detail: format!("{why} for 15 s, so its timings cannot be shortened safely"),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let down = cfg.down_after_ms.to_string();
-        let failover = cfg.failover_timeout_ms.to_string();
+        let (down, failover) = (cfg.down_after_ms.to_string(), cfg.failover_timeout_ms.to_string());
         let args = ["SENTINEL", "SET", MASTER_NAME, "down-after-milliseconds", &down, "failover-timeout", &failover];
-        let answers = futures_util::future::join_all(SENTINELS.map(|s| self.redis_cli(s, &args))).await;
-        for (s, answer) in SENTINELS.into_iter().zip(answers) {
-            let answer = answer?;
-            if !answer.trim().eq_ignore_ascii_case("ok") {
-                return Err(HarnessError::Environment {
+        let set = |s: &'static str| async move {
+            self.until_in_touch(s, within).await?;
+            let answer = self.redis_cli(s, &args).await?;
+            if answer.trim().eq_ignore_ascii_case("ok") {
+                Ok(())
+            } else {
+                Err(HarnessError::Environment {
                     detail: format!("{s} refused the Sentinel timings: {}", answer.trim()),
-                });
+                })
             }
-        }
-        Ok(())
+        };
+        futures_util::future::join_all(SENTINELS.map(set)).await.into_iter().collect()
     }
 
-    /// Which Sentinel has not heard the primary answer a ping within `within_ms` (or has one
-    /// outstanding longer), if any.
-    async fn sentinels_out_of_touch(&self, within_ms: u64) -> Option<String> {
-        let seen =
-            futures_util::future::join_all(SENTINELS.map(|s| self.redis_cli(s, &["SENTINEL", "MASTER", MASTER_NAME])))
-                .await;
-        for (s, out) in SENTINELS.into_iter().zip(seen) {
-            let out = out.unwrap_or_default();
+    /// Waits (at most 15 s) until Sentinel `s` has heard the primary answer a ping within
+    /// `within_ms`, with none outstanding longer.
+    async fn until_in_touch(&self, s: &str, within_ms: u64) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let out = self.redis_cli(s, &["SENTINEL", "MASTER", MASTER_NAME]).await.unwrap_or_default();
             let fields: Vec<&str> = out.lines().map(str::trim).collect();
             let ms = |k: &str| {
                 fields.iter().position(|l| *l == k).and_then(|i| fields.get(i + 1)).and_then(|v| v.parse::<u64>().ok())
             };
-            match (ms("last-ok-ping-reply"), ms("last-ping-sent")) {
-                (Some(ok), Some(pending)) if ok < within_ms && pending < within_ms => {}
-                (ok, pending) => {
-                    return Some(format!(
-                        "{s} has not heard the primary answer a ping within {within_ms} ms (last answer {ok:?} ms \
-                         ago, one outstanding for {pending:?} ms)"
-                    ))
-                }
+            let (ok, pending) = (ms("last-ok-ping-reply"), ms("last-ping-sent"));
+            if ok.is_some_and(|ok| ok < within_ms) && pending.is_some_and(|p| p < within_ms) {
+                return Ok(());
             }
+            if Instant::now() > deadline {
+                return Err(HarnessError::Environment {
+                    detail: format!(
+                        "{s} has not heard the primary answer a ping within {within_ms} ms for 15 s (last answer \
+                         {ok:?} ms ago, one outstanding for {pending:?} ms), so its timings cannot be shortened \
+                         safely"
+                    ),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        None
     }
 
     async fn wait_ready(&self, limit: Duration) -> Result<(), HarnessError> {
