@@ -511,13 +511,15 @@ impl Environment {
     }
 
     /// Sets every Sentinel's down-after and failover timeout to the configured values, each one
-    /// once it has heard the primary answer a ping within half the new down-after. A Sentinel
+    /// once it has heard the primary answer a ping within 3/4 of the new down-after (a Sentinel
+    /// pings once a second while starting, so in steady state that holds 3/4 of the time; what
+    /// it rules out is a Sentinel that has heard nothing yet). A Sentinel
     /// started before the primary (1.4 s before it, at load 12) counts the primary's silence from
     /// its own start: given a 1 s down-after before its first answered ping, it took the primary
     /// for down at once and failed over (a soak INCONCLUSIVE, drift at 0.4 s). Each Sentinel on
     /// its own: they ping at their own phases, so all three are rarely in touch at one instant.
     async fn apply_sentinel_timings(&self, cfg: &EnvConfig) -> Result<(), HarnessError> {
-        let within = (cfg.down_after_ms / 2).max(100);
+        let within = (cfg.down_after_ms.saturating_mul(3) / 4).max(100);
         let (down, failover) = (cfg.down_after_ms.to_string(), cfg.failover_timeout_ms.to_string());
         let args = ["SENTINEL", "SET", MASTER_NAME, "down-after-milliseconds", &down, "failover-timeout", &failover];
         let set = |s: &'static str| async move {
