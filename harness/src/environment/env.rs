@@ -121,6 +121,14 @@ pub fn password_file(run_id: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("leasequake-{run_id}.redis-password"))
 }
 
+/// One field of `SENTINEL MASTER`'s answer (redis-cli prints each name, then its value, a line
+/// each).
+fn master_field<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    let mut lines = answer.lines().map(str::trim);
+    lines.by_ref().find(|l| *l == name)?;
+    lines.next()
+}
+
 fn docker_err(what: &str, e: impl std::fmt::Display) -> HarnessError {
     HarnessError::DockerUnavailable { detail: format!("{what}: {e}") }
 }
@@ -542,10 +550,7 @@ impl Environment {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let out = self.redis_cli(s, &["SENTINEL", "MASTER", MASTER_NAME]).await.unwrap_or_default();
-            let fields: Vec<&str> = out.lines().map(str::trim).collect();
-            let ms = |k: &str| {
-                fields.iter().position(|l| *l == k).and_then(|i| fields.get(i + 1)).and_then(|v| v.parse::<u64>().ok())
-            };
+            let ms = |k: &str| master_field(&out, k).and_then(|v| v.parse::<u64>().ok());
             let (ok, pending) = (ms("last-ok-ping-reply"), ms("last-ping-sent"));
             if ok.is_some_and(|ok| ok < within_ms) && pending.is_some_and(|p| p < within_ms) {
                 return Ok(());
@@ -607,8 +612,7 @@ impl Environment {
         }
         for (s, out) in SENTINELS.into_iter().zip(seen) {
             let out = out.unwrap_or_default();
-            let fields: Vec<&str> = out.lines().collect();
-            let get = |k: &str| fields.iter().position(|l| *l == k).and_then(|i| fields.get(i + 1)).copied();
+            let get = |k: &str| master_field(&out, k);
             if get("num-slaves") != Some("1")
                 || get("num-other-sentinels") != Some("2")
                 || get("flags") != Some("master")
@@ -891,4 +895,16 @@ async fn remove_matching(docker: &Docker, filter: &str, only_dead: bool) -> Resu
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_sentinel_master_field_is_the_line_after_its_name() {
+        let answer = "name\nleasequake\nflags\nmaster\nlast-ok-ping-reply\n412\nnum-slaves\n1\n";
+        assert_eq!(super::master_field(answer, "last-ok-ping-reply"), Some("412"));
+        assert_eq!(super::master_field(answer, "flags"), Some("master"));
+        assert_eq!(super::master_field(answer, "last-ping-sent"), None);
+        assert_eq!(super::master_field("num-slaves", "num-slaves"), None, "a name without a value");
+    }
 }

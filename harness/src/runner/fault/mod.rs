@@ -164,15 +164,15 @@ pub(crate) fn outcome_line(id: u64, f: &Fault, target: &str, outcome: &Result<St
 /// containers and the proxy go with the environment's teardown; an attached environment keeps
 /// them until its next run replaces the proxies (said in the log).
 #[must_use]
-#[derive(Default)]
 pub(crate) struct Active {
     map: BTreeMap<usize, Applied>,
-    dir: Option<std::path::PathBuf>,
+    /// The run directory (the nodes' clock files).
+    dir: std::path::PathBuf,
 }
 
 impl Active {
     pub fn new(dir: &Path) -> Self {
-        Self { map: BTreeMap::new(), dir: Some(dir.to_path_buf()) }
+        Self { map: BTreeMap::new(), dir: dir.to_path_buf() }
     }
 
     pub fn insert(&mut self, i: usize, a: Applied) {
@@ -192,12 +192,12 @@ impl Active {
 impl Drop for Active {
     fn drop(&mut self) {
         for a in self.map.values() {
-            match (a.fault.kind, &a.node, &self.dir) {
-                (FaultKind::Pause, Some(n), _) => {
+            match (a.fault.kind, &a.node) {
+                (FaultKind::Pause, Some(n)) => {
                     let _ = n.signal(Signal::CONT);
                 }
-                (FaultKind::ClockJump, _, Some(dir)) if a.fault.target.is_some() => {
-                    let _ = write_clock_offset(&clock_file(dir, a.index), 0);
+                (FaultKind::ClockJump, _) if a.fault.target.is_some() => {
+                    let _ = write_clock_offset(&clock_file(&self.dir, a.index), 0);
                 }
                 _ => {}
             }
