@@ -379,10 +379,11 @@ pub struct AuditRecord {
     pub call: u64,
 }
 
-/// The history file's format version (docs/history.md). Version 4 adds the environment's events
+/// The history file's format version (docs/history.md). Version 5 records a heal that failed as
+/// such ([`FaultPhase::HealFailed`]); version 4 adds the environment's events
 /// ([`EnvEvent`]); version 3 seals the history (the snapshot's [`Seal`]); version 2 added the
 /// header's `ttl_ms`.
-pub const HISTORY_VERSION: u32 = 4;
+pub const HISTORY_VERSION: u32 = 5;
 
 /// The oldest history version `check` and `repro` still read (judged by the rules it supports).
 pub const HISTORY_VERSION_MIN: u32 = 2;
@@ -615,7 +616,8 @@ pub enum LinkCut {
     Reset,
 }
 
-/// A fault's life: requested, verified in effect by an independent probe, healed; or failed.
+/// A fault's life: requested, verified in effect by an independent probe, healed; or failed (not
+/// applied or not verified), or not healed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultPhase {
@@ -627,6 +629,9 @@ pub enum FaultPhase {
     Healed,
     /// It could not be applied or verified (the run is inconclusive).
     Failed,
+    /// Undoing it failed: it may have stayed in effect to the end (the run is inconclusive;
+    /// version 5).
+    HealFailed,
 }
 
 /// One step of one fault.

@@ -422,6 +422,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
                 }
                 FaultPhase::Failed => w.5 = format!("NOT VERIFIED: {}", f.detail),
                 FaultPhase::Healed => w.4 = Some(f.at_ns),
+                FaultPhase::HealFailed => w.5 = format!("NOT HEALED: {}", f.detail),
             }
         }
     }

@@ -181,10 +181,19 @@ impl<'t> Timeline<'t> {
         self.last_heal = Some(Instant::now());
         info!(fault = a.id, node = %a.target, %detail, "fault healed");
         self.progress.fault(&format!("fault {} {} on {}: healed ({detail})", a.id, a.fault.kind, a.target), false);
-        self.push(a.id, a.fault.kind, &a.target, FaultPhase::Healed, detail.clone());
-        if matches!(healed, Heal::Unsettled(_)) {
-            // Not the lease's doing: the verdict cannot stand on this environment.
-            self.push(a.id, a.fault.kind, &a.target, FaultPhase::Failed, detail);
+        self.record_heal(&a, &healed, detail);
+    }
+
+    /// The heal's lines: healed; healed but unsettled (then failed: not the lease's doing, the
+    /// verdict cannot stand on this environment); or not healed.
+    fn record_heal(&mut self, a: &fault::Applied, healed: &Heal, detail: String) {
+        match healed {
+            Heal::Done(_) => self.push(a.id, a.fault.kind, &a.target, FaultPhase::Healed, detail),
+            Heal::Unsettled(_) => {
+                self.push(a.id, a.fault.kind, &a.target, FaultPhase::Healed, detail.clone());
+                self.push(a.id, a.fault.kind, &a.target, FaultPhase::Failed, detail);
+            }
+            Heal::Failed(_) => self.push(a.id, a.fault.kind, &a.target, FaultPhase::HealFailed, detail),
         }
     }
 
@@ -229,7 +238,7 @@ impl<'t> Timeline<'t> {
             if !matches!(healed, Heal::Done(_)) {
                 still_applied.push(a.id);
             }
-            self.push(a.id, a.fault.kind, &a.target, FaultPhase::Healed, format!("early: {}", healed.detail()));
+            self.record_heal(&a, &healed, format!("early: {}", healed.detail()));
         }
         still_applied
     }
