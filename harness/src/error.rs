@@ -42,6 +42,20 @@ pub enum HarnessError {
         /// What went wrong.
         detail: String,
     },
+    /// A command line, a file or a directory the user can fix (exit 2).
+    #[error("{detail}")]
+    Usage {
+        /// What is wrong and what to do.
+        detail: String,
+    },
+    /// A local file or process operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// Building an image failed.
     #[error("building image `{image}` failed: {detail}")]
     ImageBuild {
@@ -50,4 +64,17 @@ pub enum HarnessError {
         /// What went wrong.
         detail: String,
     },
+}
+
+impl HarnessError {
+    /// An input the user can fix.
+    pub fn usage(detail: impl Into<String>) -> Self {
+        Self::Usage { detail: detail.into() }
+    }
+
+    /// A local I/O failure while doing `what`.
+    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let what = what.into();
+        move |source| Self::Io { what, source }
+    }
 }

@@ -13,10 +13,12 @@
 //! reporting/    the suite's report directory: summary.json, junit.xml, summary.md, report.html
 //! tools/        the self-test, benchmarks, doctor, the demo
 //! error.rs      HarnessError: every failure names its cause and fix
+//! exit.rs       how every command ends: one mapping to the exit codes
 //! ```
 
 mod environment;
 pub mod error;
+pub mod exit;
 mod judging;
 mod nodes;
 mod recording;
@@ -32,7 +34,7 @@ pub use nodes::{node, procfs, store, supervisor};
 pub use recording::{clock, history, runlog};
 pub use reporting::report;
 pub(crate) use runner::fault;
-pub use runner::{observer, progress, run, scenario, trigger, watch};
+pub use runner::{observer, progress, run, scenario, suite, trigger, watch};
 pub use tools::{bench, demo, doctor, selftest};
 
 // The harness is the production build of the node: it must never link a flawed lease. Cargo

@@ -121,6 +121,24 @@ pub fn password_file(run_id: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("leasequake-{run_id}.redis-password"))
 }
 
+/// Writes the Redis password of environment `run_id` to [`password_file`], readable by its owner
+/// only, for `run --env` and `redis-cli` to read; returns the file.
+pub fn write_password_file(run_id: &str, password: &str) -> Result<std::path::PathBuf, HarnessError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = password_file(run_id);
+    let what = format!("writing the Redis password file {}", file.display());
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&file)
+        .map_err(HarnessError::io(what.clone()))?;
+    f.write_all(password.as_bytes()).map_err(HarnessError::io(what))?;
+    Ok(file)
+}
+
 /// One field of `SENTINEL MASTER`'s answer (redis-cli prints each name, then its value, a line
 /// each).
 fn master_field<'a>(answer: &'a str, name: &str) -> Option<&'a str> {

@@ -176,8 +176,12 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), HarnessError> {
     std::fs::rename(&tmp, path).map_err(|e| io(path, e))
 }
 
-/// Re-judges the history in run directory `dir` and rewrites its `verdicts.json`.
+/// Re-judges the history in run directory `dir` and rewrites its `verdicts.json`; a `dir` with no
+/// history is a usage error naming the fix.
 pub fn check_dir(dir: &Path) -> Result<CheckResult, HarnessError> {
+    if let Some(problem) = no_history(dir) {
+        return Err(HarnessError::usage(problem));
+    }
     let (lines, unreadable, before_last) = read_hashed(&dir.join(HISTORY_FILE))?;
     let mut result = check_read(&lines, Some(before_last));
     if !unreadable.is_empty() {
@@ -188,4 +192,21 @@ pub fn check_dir(dir: &Path) -> Result<CheckResult, HarnessError> {
     let json = serde_json::to_vec_pretty(&result).map_err(|e| io(dir, e))?;
     write_atomically(&dir.join(VERDICTS_FILE), &json)?;
     Ok(result)
+}
+
+/// Why `dir` holds no history to judge or replay, naming the fix; `None` when it does.
+pub fn no_history(dir: &Path) -> Option<String> {
+    let file = dir.join(HISTORY_FILE);
+    if !dir.is_dir() {
+        return Some(format!(
+            "{} is not a directory: give a run directory, e.g. reports-out/latest/01-no-faults",
+            dir.display()
+        ));
+    }
+    (!file.is_file()).then(|| {
+        format!(
+            "{} has no {HISTORY_FILE}: give a run directory (one per scenario run, inside a suite directory)",
+            dir.display()
+        )
+    })
 }

@@ -59,6 +59,33 @@ pub struct Attach {
     pub password: String,
 }
 
+impl Attach {
+    /// Environment `run_id` (an `env up` run id, or docker-compose.yml's `compose`), its Redis
+    /// password read from `file`, else from the file `env up` wrote, else from
+    /// LEASEQUAKE_REDIS_PASSWORD.
+    pub fn resolve(run_id: &str, file: Option<&Path>) -> Result<Self, HarnessError> {
+        let default = crate::env::password_file(run_id);
+        let from_file = |f: &Path| {
+            std::fs::read_to_string(f)
+                .map(|p| p.trim().to_owned())
+                .map_err(|e| HarnessError::usage(format!("cannot read the Redis password file {}: {e}", f.display())))
+        };
+        let password = match file {
+            Some(f) => from_file(f)?,
+            None if default.exists() => from_file(&default)?,
+            None => std::env::var("LEASEQUAKE_REDIS_PASSWORD").map_err(|_| {
+                HarnessError::usage(format!(
+                    "no Redis password for environment {run_id}: {} does not exist (is it an `env up` run id?). \
+                     Fix: pass --redis-password-file, or set LEASEQUAKE_REDIS_PASSWORD (docker-compose.yml: \
+                     leasequake-dev unless you set REDIS_PASSWORD)",
+                    default.display()
+                ))
+            })?,
+        };
+        Ok(Self { run_id: run_id.to_owned(), password })
+    }
+}
+
 impl std::fmt::Debug for Attach {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Attach").field("run_id", &self.run_id).field("password", &"<redacted>").finish()

@@ -531,3 +531,37 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
     crate::history::seal(&mut h);
     h
 }
+
+/// The suite's wall time at parallelism 1 and 2 (child runs of this binary), with the verdicts.
+pub async fn suite_figures(paths: &[std::path::PathBuf]) -> Result<Vec<Figure>, HarnessError> {
+    let files = crate::scenario::discover(paths).len();
+    let dir = std::env::temp_dir().join(format!("leasequake-bench-suite-{}", std::process::id()));
+    let exe = std::env::current_exe().map_err(HarnessError::io("finding this program to time the suite"))?;
+    let mut out = Vec::new();
+    for parallel in [1u32, 2] {
+        let started = Instant::now();
+        let run = tokio::process::Command::new(&exe)
+            .arg("run")
+            .args(paths)
+            .args(["--parallel", &parallel.to_string(), "--report-dir"])
+            .arg(dir.join(parallel.to_string()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .await
+            .map_err(HarnessError::io(format!("running the suite at parallelism {parallel}")))?;
+        let took = started.elapsed().as_secs_f64() / 60.0;
+        let verdict = std::fs::read(dir.join(parallel.to_string()).join("latest/summary.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<leasequake_reports::suite::Suite>(&b).ok())
+            .map_or_else(|| "no summary".into(), |s| format!("{:?}", s.verdict).to_uppercase());
+        out.push(Figure {
+            name: format!("suite of {files} scenario files, parallelism {parallel}"),
+            value: took,
+            unit: "min".into(),
+            target: Some(8.0),
+            note: format!("verdict {verdict} (exit {:?}); reports under {}", run.code(), dir.display()),
+        });
+    }
+    Ok(out)
+}

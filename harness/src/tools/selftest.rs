@@ -7,6 +7,8 @@
 //! the flawed node as the node command, the store's policy, the checkpoints), so its run directory
 //! holds exactly what ran and `leasequake repro` replays it.
 
+mod run;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -15,6 +17,8 @@ use leasequake_reports::{PropertyStatus, Verdict};
 use serde::Serialize;
 
 use crate::error::HarnessError;
+
+pub use run::{run, Request};
 
 /// What kind of defect an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

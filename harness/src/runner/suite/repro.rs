@@ -1,0 +1,100 @@
+//! `leasequake repro DIR`: a run directory's scenario as it ran (its schedule, its seed) run again
+//! into a new suite. The nodes that ran are run again only as the user says, never because a file
+//! says so.
+
+use std::path::{Path, PathBuf};
+
+use leasequake_reports::printable;
+
+use super::run_loaded;
+use crate::error::HarnessError;
+use crate::exit::Exit;
+use crate::history::{no_history, read_header, HISTORY_FILE};
+use crate::run::RunOptions;
+
+/// What `repro` was asked to do.
+#[derive(Debug)]
+pub struct Request {
+    /// The run directory to replay.
+    pub dir: PathBuf,
+    /// Where the new suite goes.
+    pub report_dir: PathBuf,
+    /// The node command to run (split on whitespace).
+    pub node_cmd: Option<String>,
+    /// Run the command the history recorded (the user confirmed it).
+    pub run_recorded_command: bool,
+}
+
+/// Replays the run in `req.dir`.
+pub async fn run(req: Request) -> Result<Exit, HarnessError> {
+    let dir = &req.dir;
+    if let Some(problem) = not_a_run_dir(dir).or_else(|| no_history(dir)) {
+        return Err(HarnessError::usage(problem));
+    }
+    super::usable_report_dir(&req.report_dir)?;
+    let mut scenario = crate::scenario::replay(dir).map_err(|e| HarnessError::usage(e.to_string()))?;
+    let Some(h) = read_header(&dir.join(HISTORY_FILE))? else {
+        return Err(HarnessError::usage(format!("{} has no history header: not a run directory", dir.display())));
+    };
+    let recorded = h.node_command.clone().or_else(|| scenario.nodes.command.take());
+    let node_cmd = match (req.node_cmd, recorded) {
+        (Some(c), _) => Some(c.split_whitespace().map(str::to_owned).collect()),
+        (None, Some(c)) if req.run_recorded_command => Some(c),
+        (None, Some(c)) => {
+            let c = printable(&c.join(" "));
+            return Err(HarnessError::usage(format!(
+                "this run's nodes were started by a recorded command:\n  {c}\nrepro does not run a command read \
+                 from a file. Pass it yourself:\n  leasequake repro {} --node-cmd \"{c}\"\nor confirm the \
+                 recorded one with --run-recorded-command",
+                dir.display(),
+            )));
+        }
+        (None, None) => None,
+    };
+    let opts = RunOptions { seed: Some(h.seed), node_cmd, attach: None, progress: crate::progress::Progress::stderr() };
+    let nodes = h.node_command.as_ref().map(|c| format!(", nodes `{}`", c.join(" "))).unwrap_or_default();
+    eprintln!(
+        "replaying {} with seed {} and its {} recorded faults{nodes}",
+        scenario.name,
+        h.seed,
+        scenario.faults.len()
+    );
+    run_loaded(vec![(dir.join("scenario.toml"), scenario)], &req.report_dir, &opts, 1, None, false).await
+}
+
+/// Why `dir` is no run directory `repro` can replay, naming the fix (a suite directory lists its
+/// runs); `None` when it holds a scenario as run.
+fn not_a_run_dir(dir: &Path) -> Option<String> {
+    const SHOWN: usize = 8;
+    if dir.join("scenario.toml").is_file() {
+        return None;
+    }
+    if !dir.is_dir() {
+        return Some(format!(
+            "{} is not a directory: give a run directory, e.g. reports-out/latest/02-owner-cut-from-redis",
+            dir.display()
+        ));
+    }
+    let mut runs: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("scenario.toml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    runs.sort();
+    if runs.is_empty() {
+        return Some(format!(
+            "{} is not a run directory (it has no scenario.toml): give one, e.g. reports-out/latest/02-owner-cut-from-redis",
+            dir.display()
+        ));
+    }
+    let more = runs.len().saturating_sub(SHOWN);
+    let listed: Vec<String> = runs.iter().take(SHOWN).map(|r| dir.join(r).display().to_string()).collect();
+    Some(format!(
+        "{} is a suite directory; `leasequake repro` replays one of its runs:\n  {}{}",
+        dir.display(),
+        listed.join("\n  "),
+        if more > 0 { format!("\n  ... and {more} more") } else { String::new() }
+    ))
+}
