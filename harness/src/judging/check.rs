@@ -12,8 +12,8 @@ use leasequake_reports::history::{
     ObserverSample, Snapshot, StoreOp, HISTORY_VERSION, HISTORY_VERSION_MIN,
 };
 use leasequake_reports::{
-    bounded, printable, CheckResult, Evidence, Expectation, Metrics, PropertyResult, PropertyStatus, Verdict,
-    Violation, MAX_VIOLATIONS_KEPT,
+    bounded, printable, CheckResult, Evidence, Expectation, PropertyResult, PropertyStatus, Verdict, Violation,
+    MAX_VIOLATIONS_KEPT,
 };
 
 /// The properties, in report order.
@@ -211,7 +211,7 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
         inconclusive.push(live.sentence.clone());
     }
     properties.push(live);
-    let (metrics, wastes) = measure(&audit, &nodes, &faults, &observer, header.and_then(|h| h.ttl_ms));
+    let (metrics, wastes) = measure::measure(&audit, &nodes, &faults, &observer, header.and_then(|h| h.ttl_ms));
     properties.push(bounded_waste(header.and_then(|h| h.waste_budget_ms), &wastes, &windows));
 
     let violated: Vec<&str> =
@@ -672,23 +672,6 @@ fn silence_holes(
     }
 }
 
-/// Two acquisitions reported within this of each other may have reached Redis in either order.
-const REPORT_RACE_NS: u64 = 100_000_000;
-
-/// Reports of acquisitions can race (two nodes acquire a key that was deleted in between, and
-/// the one that took it first reports last). Within [`REPORT_RACE_NS`] the lease's fence counter
-/// (issued by Redis on acquire) tells the order; a counter reset (a restart, a failover) shows as a
-/// large drop, which is left alone.
-fn put_racing_acquisitions_in_redis_order(acquired: &mut [(u64, &str, u64)]) {
-    for i in 1..acquired.len() {
-        let (a, b) = (acquired[i - 1], acquired[i]);
-        let racing = b.0 - a.0 < REPORT_RACE_NS;
-        if racing && b.2 > 0 && b.2 < a.2 && a.2 - b.2 < 16 {
-            acquired.swap(i - 1, i);
-        }
-    }
-}
-
 /// Work done after truly losing an acquisition: from the loss to the last action under it.
 struct Waste<'a> {
     node: &'a str,
@@ -731,162 +714,11 @@ fn bounded_waste(budget_ms: Option<u64>, wastes: &[Waste], faults: &Faults) -> P
     judge.result(&format!("every node stopped within {budget} ms of truly losing ownership"), None)
 }
 
-/// What was spent after truly losing ownership, fencing rejections, writes under another owner,
-/// and fault effect times.
-fn measure<'a>(
-    audit: &[&AuditRecord],
-    nodes: &[NodeLine<'a>],
-    faults: &[&FaultEvent],
-    observer: &[&'a ObserverSample],
-    ttl_ms: Option<u64>,
-) -> (Metrics, Vec<Waste<'a>>) {
-    let mut m = Metrics::default();
-    // When each acquisition was truly lost: its own report, a successor's acquire, or the
-    // observer seeing another holder on the primary, whichever came first. A node's own acts
-    // (reports, acquires, calls) are placed by the node's stamps, not by when its lines reached
-    // the harness: under load a node's lines arrive hundreds of ms late, and not equally late for
-    // every node (330 ms seen in a soak at load 18), so receipt stamps can put a node's last call
-    // after a successor's acquire it preceded. Lines without a node stamp keep their receipt.
-    let mut acquired: Vec<(u64, &str, u64)> = Vec::new(); // (at, token, fence)
-    let mut acquired_sent: HashMap<&str, u64> = HashMap::new();
-    let mut loss_at: HashMap<&str, u64> = HashMap::new();
-    for n in nodes {
-        match n.kind {
-            EventKind::Acquired { token, fence, .. } => {
-                acquired.push((n.at_ns, token, *fence));
-                acquired_sent.insert(token, n.sent_ns);
-            }
-            EventKind::OwnershipLost { token, .. } => {
-                loss_at.entry(token).and_modify(|t| *t = (*t).min(n.sent_ns)).or_insert(n.sent_ns);
-            }
-            _ => {}
-        }
-    }
-    acquired.sort_unstable();
-    put_racing_acquisitions_in_redis_order(&mut acquired);
-    // Acquisition order (not report times: two reports can race) and report times.
-    let rank: HashMap<&str, usize> = acquired.iter().enumerate().map(|(i, (_, t, _))| (*t, i)).collect();
-    // When a newer acquisition (another token) was first reported after each one.
-    let mut superseded_at: HashMap<&str, u64> = HashMap::new();
-    for pair in acquired.windows(2) {
-        let ((old_at, old, _), (at, new, _)) = (pair[0], pair[1]);
-        superseded_at.insert(old, at.max(old_at));
-        let sent = |t: &str, or: u64| acquired_sent.get(t).copied().unwrap_or(or);
-        let lost = sent(new, at).max(sent(old, old_at));
-        loss_at.entry(old).and_modify(|t| *t = (*t).min(lost)).or_insert(lost);
-    }
-    // The observer's evidence of loss: the key held by another token acquired after this one (an
-    // absent key says nothing: a sample is slower than a release, and the key may be re-taken).
-    // A holder no node reported acquiring is newer only if its key can have been written after
-    // this acquisition was sent: a key written with the ttl at w shows ttl - (GET - w) left, and
-    // the GET ran before the sample's stamp, so w <= stamp - (ttl - left). (Seen in a soak: a
-    // sample whose GET ran just before n1 re-acquired showed n1's own earlier, ambiguous
-    // acquire, and n1's whole next round counted as waste.)
-    let written_after = |o: &ObserverSample, token: &str| -> bool {
-        let (Some(ttl), Some(left), Some(sent)) = (ttl_ms, o.ttl_ms, acquired_sent.get(token)) else { return true };
-        let aged_ms = ttl.saturating_sub(u64::try_from(left).unwrap_or(0));
-        o.at_ns.saturating_sub(aged_ms.saturating_mul(1_000_000)) > *sent
-    };
-    let newer_holder = |o: &ObserverSample, token: &str| -> bool {
-        let mine = rank.get(token).copied().unwrap_or(0);
-        o.error.is_none()
-            && o.holder
-                .as_deref()
-                .is_some_and(|h| h != token && rank.get(h).map_or_else(|| written_after(o, token), |r| *r > mine))
-    };
-    let mut masters: Vec<&ObserverSample> =
-        observer.iter().copied().filter(|o| o.role.as_deref() == Some("master")).collect();
-    masters.sort_by_key(|o| o.at_ns);
-    // Acquisition windows are consecutive and disjoint: one pointer walks the samples once.
-    let mut j = 0;
-    for (i, (at, token, _)) in acquired.iter().enumerate() {
-        let until = acquired.get(i + 1).map_or(u64::MAX, |n| n.0);
-        while j < masters.len() && masters[j].at_ns <= *at {
-            j += 1;
-        }
-        let mut k = j;
-        while k < masters.len() && masters[k].at_ns < until {
-            let o = masters[k];
-            if newer_holder(o, token) {
-                loss_at.entry(token).and_modify(|t| *t = (*t).min(o.at_ns)).or_insert(o.at_ns);
-                break;
-            }
-            k += 1;
-        }
-    }
-    let mut last_action: HashMap<&str, (u64, &str)> = HashMap::new();
-    for n in nodes {
-        let nm = m.nodes.entry(n.node.to_owned()).or_default();
-        match n.kind {
-            EventKind::SyncFinished { .. } => nm.syncs += 1,
-            EventKind::RoundAborted { lost: true, .. } => nm.lost_rounds += 1,
-            EventKind::RoundAborted { lost: false, .. } => nm.other_aborts += 1,
-            EventKind::ModelCall { token, .. } if loss_at.get(token.as_str()).is_some_and(|l| n.sent_ns > *l) => {
-                nm.wasted_model_calls += 1;
-                last_action.insert(token, (n.sent_ns, n.node));
-            }
-            EventKind::StoreCallSent { token, .. } if loss_at.get(token.as_str()).is_some_and(|l| n.sent_ns > *l) => {
-                nm.wasted_store_calls += 1;
-                last_action.insert(token, (n.sent_ns, n.node));
-            }
-            _ => {}
-        }
-    }
-    let mut wastes = Vec::new();
-    for (token, (at, node)) in last_action {
-        let wasted = (at - loss_at[token]) / 1_000_000;
-        let nm = m.nodes.entry(node.to_owned()).or_default();
-        nm.wasted_ms += wasted;
-        nm.loss_to_last_action_ms_max = nm.loss_to_last_action_ms_max.max(wasted);
-        wastes.push(Waste { node, token, lost_ns: loss_at[token], last_ns: at });
-    }
-    wastes.sort_by_key(|w| w.last_ns);
-    m.fenced_rejections = audit
-        .iter()
-        .filter(|a| {
-            !a.accepted
-                && a.reason.as_deref().is_some_and(|r| r.starts_with("stale fence") || r.starts_with("fence anomaly"))
-        })
-        .count() as u64;
-    // An accepted write landed while another owned: it arrived after a newer acquisition was
-    // reported, or the latest primary sample before it shows a newer token holding the key.
-    let mut i = 0;
-    let mut current: Option<&ObserverSample> = None;
-    for a in audit.iter().filter(|a| a.accepted && a.op.is_write()) {
-        while i < masters.len() && masters[i].at_ns <= a.mono_ns {
-            current = Some(masters[i]);
-            i += 1;
-        }
-        let superseded = superseded_at.get(a.token.as_str()).is_some_and(|t| *t < a.mono_ns);
-        if superseded || current.is_some_and(|o| newer_holder(o, &a.token)) {
-            m.landed_while_another_owned += 1;
-        }
-    }
-    let mut requested: HashMap<u64, u64> = HashMap::new();
-    for f in faults {
-        match f.phase {
-            FaultPhase::Requested => {
-                requested.insert(f.id, f.at_ns);
-            }
-            FaultPhase::Verified => {
-                if let Some(r) = requested.get(&f.id) {
-                    m.fault_effect_ms.push((
-                        f.id,
-                        format!("{} on {}", f.fault, f.target),
-                        f.at_ns.saturating_sub(*r) / 1_000_000,
-                    ));
-                }
-            }
-            _ => {}
-        }
-    }
-    (m, wastes)
-}
-
 #[cfg(test)]
 mod tests;
 
 mod integrity;
+mod measure;
 
 mod drift;
 
