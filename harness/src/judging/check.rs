@@ -137,36 +137,8 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
 #[must_use]
 pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) -> CheckResult {
     let mut inconclusive = Vec::new();
-    let mut header: Option<&Header> = None;
-    let mut snapshot: Option<&Snapshot> = None;
-    let mut audit: Vec<&AuditRecord> = Vec::new();
-    let mut nodes: Vec<NodeLine> = Vec::new();
-    let mut faults: Vec<&FaultEvent> = Vec::new();
-    let mut observer: Vec<&ObserverSample> = Vec::new();
-    let mut environment: Vec<&EnvEvent> = Vec::new();
-    for line in history {
-        match line {
-            HistoryLine::Header(h) => header = Some(h),
-            HistoryLine::Snapshot(s) => snapshot = Some(s),
-            HistoryLine::Audit(a) => audit.push(a),
-            HistoryLine::Node { node, incarnation, received_ns, event } => nodes.push(NodeLine {
-                node,
-                incarnation: *incarnation,
-                at_ns: *received_ns,
-                sent_ns: if event.mono_ns == 0 { *received_ns } else { event.mono_ns },
-                kind: &event.kind,
-            }),
-            HistoryLine::Garbage { node, raw, why, .. } => inconclusive.push(format!(
-                "node {} sent a line that is not a protocol event ({}): {}",
-                printable(node),
-                printable(why),
-                printable(raw)
-            )),
-            HistoryLine::Fault(f) => faults.push(f),
-            HistoryLine::Observer(o) => observer.push(o),
-            HistoryLine::Environment(e) => environment.push(e),
-        }
-    }
+    let Lines { header, snapshot, audit, nodes, faults, observer, environment } =
+        Lines::sort(history, &mut inconclusive);
     match header {
         None => inconclusive.push("the history has no header line".into()),
         Some(h) if !(HISTORY_VERSION_MIN..=HISTORY_VERSION).contains(&h.version) => inconclusive.push(format!(
@@ -214,17 +186,80 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
     let (metrics, wastes) = measure::measure(&audit, &nodes, &faults, &observer, header.and_then(|h| h.ttl_ms));
     properties.push(bounded_waste(header.and_then(|h| h.waste_budget_ms), &wastes, &windows));
 
+    let expected = header.and_then(|h| h.expected.as_ref());
+    let (verdict, expectation) = verdict(&properties, expected, damaged || drifted, inconclusive.is_empty());
+    CheckResult { verdict, expectation, properties, inconclusive: bounded(inconclusive), notes: whole.notes, metrics }
+}
+
+/// A history's lines, sorted by kind (each kind in the order written).
+struct Lines<'a> {
+    header: Option<&'a Header>,
+    snapshot: Option<&'a Snapshot>,
+    audit: Vec<&'a AuditRecord>,
+    nodes: Vec<NodeLine<'a>>,
+    faults: Vec<&'a FaultEvent>,
+    observer: Vec<&'a ObserverSample>,
+    environment: Vec<&'a EnvEvent>,
+}
+
+impl<'a> Lines<'a> {
+    /// Sorts the lines; a garbage line is a reason the run is inconclusive.
+    fn sort(history: &'a [HistoryLine], inconclusive: &mut Vec<String>) -> Self {
+        let mut l = Self {
+            header: None,
+            snapshot: None,
+            audit: vec![],
+            nodes: vec![],
+            faults: vec![],
+            observer: vec![],
+            environment: vec![],
+        };
+        for line in history {
+            match line {
+                HistoryLine::Header(h) => l.header = Some(h),
+                HistoryLine::Snapshot(s) => l.snapshot = Some(s),
+                HistoryLine::Audit(a) => l.audit.push(a),
+                HistoryLine::Node { node, incarnation, received_ns, event } => l.nodes.push(NodeLine {
+                    node,
+                    incarnation: *incarnation,
+                    at_ns: *received_ns,
+                    sent_ns: if event.mono_ns == 0 { *received_ns } else { event.mono_ns },
+                    kind: &event.kind,
+                }),
+                HistoryLine::Garbage { node, raw, why, .. } => inconclusive.push(format!(
+                    "node {} sent a line that is not a protocol event ({}): {}",
+                    printable(node),
+                    printable(why),
+                    printable(raw)
+                )),
+                HistoryLine::Fault(f) => l.faults.push(f),
+                HistoryLine::Observer(o) => l.observer.push(o),
+                HistoryLine::Environment(e) => l.environment.push(e),
+            }
+        }
+        l
+    }
+}
+
+/// The verdict from the properties: a declared expected failure must be seen (and nothing else
+/// violated); `unsound` (a damaged history, a drifted environment) makes it inconclusive, since
+/// damage can move a verdict either way; `sound` says nothing else made the run inconclusive.
+fn verdict(
+    properties: &[PropertyResult],
+    expected: Option<&leasequake_reports::history::ExpectedFailure>,
+    unsound: bool,
+    sound: bool,
+) -> (Verdict, Option<Expectation>) {
     let violated: Vec<&str> =
         properties.iter().filter(|p| p.status == PropertyStatus::Violated).map(|p| p.name.as_str()).collect();
-    let (verdict, expectation) = match header.and_then(|h| h.expected.as_ref()) {
-        // Damage can move a verdict either way: neither a pass nor a failure is observed.
-        _ if damaged || drifted => (Verdict::Inconclusive, None),
+    match expected {
+        _ if unsound => (Verdict::Inconclusive, None),
         Some(exp) => {
             let seen = violated.contains(&exp.property.as_str());
             let others = violated.iter().any(|p| *p != exp.property && !exp.also.iter().any(|a| a == p));
             let expectation =
                 if seen { Expectation::ExpectedFailureObserved } else { Expectation::ExpectedFailureMissing };
-            let verdict = match (others, seen, inconclusive.is_empty()) {
+            let verdict = match (others, seen, sound) {
                 (true, _, _) => Verdict::Fail,
                 (false, true, _) => Verdict::Pass,
                 (false, false, true) => Verdict::Fail,
@@ -233,10 +268,9 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
             (verdict, Some(expectation))
         }
         None if !violated.is_empty() => (Verdict::Fail, None),
-        None if !inconclusive.is_empty() => (Verdict::Inconclusive, None),
+        None if !sound => (Verdict::Inconclusive, None),
         None => (Verdict::Pass, None),
-    };
-    CheckResult { verdict, expectation, properties, inconclusive: bounded(inconclusive), notes: whole.notes, metrics }
+    }
 }
 
 /// No stale write (in arrival order, once a write under a higher fence landed, no write under a
@@ -292,6 +326,35 @@ fn fencing(audit: &[&AuditRecord], faults: &Faults) -> (PropertyResult, Property
 /// a watchdog that died quietly shows.
 const RENEWAL_LAG_HALVES: u64 = 5;
 
+/// Whether a fault in effect on `node` between `from` and `to` could hold its renewal in flight.
+/// Partitions whose verification found the Redis link reset (`reset_only`) hold none: a renewal
+/// then fails at once. (Before version 4 the finding was only prose: every partition counts as
+/// holding its target's renewal, the reading that cannot make a FAIL.)
+fn holds_renewal(reset_only: &HashSet<u64>, faults: &Faults, node: &str, from: u64, to: u64) -> bool {
+    faults.windows.iter().any(|(a, b, f)| {
+        let holds = match f.fault.holds_renewal() {
+            Holds::Target => f.target == node && !reset_only.contains(&f.id),
+            Holds::Everyone => true,
+            Holds::Nobody => false,
+        };
+        holds && *a <= to && from <= *b
+    })
+}
+
+/// The evidence of work without renewals: the last renewal (`at.0`) and the act (`at.1`).
+fn unrenewed_work(node: &str, token: &str, at: (u64, u64), what: String) -> Vec<Evidence> {
+    let ev = |label: &str, what: String, at_ns| Evidence {
+        label: label.into(),
+        seq: None,
+        node: node.into(),
+        token: token.to_owned(),
+        fence: 0,
+        what,
+        at_ns,
+    };
+    vec![ev("last renewal", "renewed or acquired".into(), at.0), ev("work without renewals", what, at.1)]
+}
+
 /// A holder keeps renewing while it works. Every action under an acquisition (a checkpoint
 /// passed, a model call finished, a store call sent) lands within 2.5 renewal intervals of that
 /// acquisition's last renewal (or the acquisition), by the node's own clock, unless Redis may not
@@ -314,24 +377,12 @@ fn keeps_renewing(
         return judge.result("", Some("no renewal interval recorded and too few renewals to infer one"));
     };
     let lag_ns = renew_ms.saturating_mul(1_000_000).saturating_mul(RENEWAL_LAG_HALVES) / 2;
-    // Partitions whose verification found the Redis link reset: a renewal then fails at once, so
-    // it holds none in flight. (Before version 4 the finding was only prose: every partition
-    // counts as holding its target's renewal, the reading that cannot make a FAIL.)
     let reset_only: HashSet<u64> = fault_events
         .iter()
         .filter(|f| f.phase == FaultPhase::Verified && f.redis_link == Some(LinkCut::Reset))
         .map(|f| f.id)
         .collect();
-    let excused = |node: &str, from: u64, to: u64| {
-        faults.windows.iter().any(|(a, b, f)| {
-            let holds_renewal = match f.fault.holds_renewal() {
-                Holds::Target => f.target == node && !reset_only.contains(&f.id),
-                Holds::Everyone => true,
-                Holds::Nobody => false,
-            };
-            holds_renewal && *a <= to && from <= *b
-        })
-    };
+    let excused = |node: &str, from: u64, to: u64| holds_renewal(&reset_only, faults, node, from, to);
     // (node, token) -> (last renewal or acquisition, already reported)
     let mut last: HashMap<(&str, &str), (u64, bool)> = HashMap::new();
     let mut judged = 0u64;
@@ -369,26 +420,7 @@ fn keeps_renewing(
                 behind / 1_000_000,
                 lag_ns / 1_000_000
             ),
-            evidence: vec![
-                Evidence {
-                    label: "last renewal".into(),
-                    seq: None,
-                    node: n.node.into(),
-                    token: token.clone(),
-                    fence: 0,
-                    what: "renewed or acquired".into(),
-                    at_ns: at,
-                },
-                Evidence {
-                    label: "work without renewals".into(),
-                    seq: None,
-                    node: n.node.into(),
-                    token: token.clone(),
-                    fence: 0,
-                    what,
-                    at_ns: n.sent_ns,
-                },
-            ],
+            evidence: unrenewed_work(n.node, token, (at, n.sent_ns), what),
             faults_active: faults.active_at(n.sent_ns),
             at_ns: n.sent_ns,
         });
