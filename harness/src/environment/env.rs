@@ -121,6 +121,43 @@ pub fn password_file(run_id: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("leasequake-{run_id}.redis-password"))
 }
 
+/// A redis-server's command line: password, no persistence, `extra` last.
+fn redis_command(pw: &str, extra: &[&str]) -> Vec<String> {
+    let mut cmd = ["redis-server", "--protected-mode", "no", "--dir", "/data", "--requirepass", pw, "--masterauth", pw]
+        .map(str::to_owned)
+        .to_vec();
+    cmd.extend(["--repl-diskless-sync-delay", "0", "--save", "", "--appendonly", "no"].map(str::to_owned));
+    cmd.extend(extra.iter().map(|s| (*s).to_owned()));
+    cmd
+}
+
+/// Sentinel `i`'s start script: its config, pre-seeded with the other Sentinels and the replica,
+/// written to a file of its own (Sentinel rewrites its config), then redis-sentinel.
+fn sentinel_script(name: &str, i: usize, ids: &[String], cfg: &EnvConfig, pw: &str) -> String {
+    let mut conf = vec![
+        "port 26379".to_owned(),
+        "sentinel resolve-hostnames yes".into(),
+        "sentinel announce-hostnames yes".into(),
+        format!("sentinel announce-ip {name}"),
+        format!("sentinel myid {}", ids[i - 1]),
+        format!("sentinel monitor {MASTER_NAME} redis-primary 6379 2"),
+        format!("sentinel auth-pass {MASTER_NAME} {pw}"),
+        // Lenient while the environment starts (a loaded machine can stall a starting Redis past a
+        // short down-after: Sentinel would fail over before the run begins); the configured
+        // timings are set once everything is ready (`apply_sentinel_timings`).
+        format!("sentinel down-after-milliseconds {MASTER_NAME} {}", cfg.down_after_ms.max(STARTUP_DOWN_AFTER_MS)),
+        format!("sentinel failover-timeout {MASTER_NAME} {}", cfg.failover_timeout_ms.max(3 * STARTUP_DOWN_AFTER_MS)),
+        format!("sentinel known-replica {MASTER_NAME} redis-replica 6379"),
+    ];
+    for j in (1..=ids.len()).filter(|j| *j != i) {
+        conf.push(format!("sentinel known-sentinel {MASTER_NAME} sentinel-{j} 26379 {}", ids[j - 1]));
+    }
+    format!(
+        "printf '%s\\n' {} > /data/sentinel.conf && exec redis-sentinel /data/sentinel.conf",
+        conf.iter().map(|l| format!("'{l}'")).collect::<Vec<_>>().join(" ")
+    )
+}
+
 /// Writes the Redis password of environment `run_id` to [`password_file`], readable by its owner
 /// only, for `run --env` and `redis-cli` to read; returns the file.
 pub fn write_password_file(run_id: &str, password: &str) -> Result<std::path::PathBuf, HarnessError> {
@@ -225,15 +262,7 @@ impl Environment {
 
     async fn create_containers(&mut self, cfg: &EnvConfig) -> Result<(), HarnessError> {
         let pw = self.password.clone();
-        let redis = |extra: &[&str]| -> Vec<String> {
-            let mut cmd =
-                ["redis-server", "--protected-mode", "no", "--dir", "/data", "--requirepass", &pw, "--masterauth", &pw]
-                    .map(str::to_owned)
-                    .to_vec();
-            cmd.extend(["--repl-diskless-sync-delay", "0", "--save", "", "--appendonly", "no"].map(str::to_owned));
-            cmd.extend(extra.iter().map(|s| (*s).to_owned()));
-            cmd
-        };
+        let redis = |extra: &[&str]| redis_command(&pw, extra);
         let ids: Vec<String> = (1..=3).map(|i| sentinel_id(&self.run_id, i)).collect();
         let mut specs: Vec<Spec> = vec![
             Spec {
@@ -267,35 +296,7 @@ impl Environment {
             },
         ];
         for (i, name) in [(1usize, "sentinel-1"), (2, "sentinel-2"), (3, "sentinel-3")] {
-            let mut conf = vec![
-                "port 26379".to_owned(),
-                "sentinel resolve-hostnames yes".into(),
-                "sentinel announce-hostnames yes".into(),
-                format!("sentinel announce-ip {name}"),
-                format!("sentinel myid {}", ids[i - 1]),
-                format!("sentinel monitor {MASTER_NAME} redis-primary 6379 2"),
-                format!("sentinel auth-pass {MASTER_NAME} {pw}"),
-                // Lenient while the environment starts (a loaded machine can stall a starting Redis
-                // past a short down-after: Sentinel would fail over before the run begins); the
-                // configured timings are set once everything is ready (`apply_sentinel_timings`).
-                format!(
-                    "sentinel down-after-milliseconds {MASTER_NAME} {}",
-                    cfg.down_after_ms.max(STARTUP_DOWN_AFTER_MS)
-                ),
-                format!(
-                    "sentinel failover-timeout {MASTER_NAME} {}",
-                    cfg.failover_timeout_ms.max(3 * STARTUP_DOWN_AFTER_MS)
-                ),
-                format!("sentinel known-replica {MASTER_NAME} redis-replica 6379"),
-            ];
-            for j in (1..=3).filter(|j| *j != i) {
-                conf.push(format!("sentinel known-sentinel {MASTER_NAME} sentinel-{j} 26379 {}", ids[j - 1]));
-            }
-            // Sentinel rewrites its config: it must be a file of its own inside the container.
-            let script = format!(
-                "printf '%s\\n' {} > /data/sentinel.conf && exec redis-sentinel /data/sentinel.conf",
-                conf.iter().map(|l| format!("'{l}'")).collect::<Vec<_>>().join(" ")
-            );
+            let script = sentinel_script(name, i, &ids, cfg, &pw);
             specs.push(Spec {
                 role: name,
                 image: &cfg.redis_image,

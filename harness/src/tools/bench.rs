@@ -182,55 +182,63 @@ pub async fn run(samples: usize) -> Result<Vec<Figure>, HarnessError> {
     Ok(out)
 }
 
-/// Faults in one environment: a proxy toxic and its removal, SIGSTOP of a process, and the Docker
-/// API's signal and network cut, each from request to the effect a probe sees.
+/// Faults in one environment, each timed through the runner's own fault code: a partition of a
+/// node's proxied Redis link and its heal, SIGSTOP of a process to the pause probe's state T, and
+/// the failover's Docker-level stop and network cut of the primary.
 async fn fault_figures(env: &Environment, samples: usize) -> Result<Vec<Figure>, HarnessError> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut out = Vec::new();
-    let err = |e: String| HarnessError::Environment { detail: e };
     let proxy = leasequake_toxiproxy::Client::new(env.proxy_api.clone());
     let listen = format!("0.0.0.0:{PROXY_PORT_BASE}");
-    proxy.create_proxy("n1-redis", &listen, "redis-primary:6379").await.map_err(|e| err(e.to_string()))?;
-    let port = env.proxy_ports[0];
+    proxy.create_proxy("n1-redis", &listen, "redis-primary:6379").await.map_err(env_err)?;
+    let (rtt_figure, rtt_p50) = proxied_round_trip(env, samples).await?;
+    let mut out = vec![rtt_figure];
+    out.extend(partition_figures(env, &proxy, samples, rtt_p50).await?);
+    out.push(sigstop_figure(samples).await?);
+    out.extend(primary_figures(env, samples).await?);
+    Ok(out)
+}
+
+fn env_err(e: impl std::fmt::Display) -> HarnessError {
+    HarnessError::Environment { detail: e.to_string() }
+}
+
+/// The baseline: a PING's round trip through node 1's proxy to the primary; the figure and its p50.
+async fn proxied_round_trip(env: &Environment, samples: usize) -> Result<(Figure, f64), HarnessError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let auth = format!("AUTH {}\r\nPING\r\n", env.redis_password());
-    // Proxied round trip, the baseline.
     let mut rtt = Vec::new();
-    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| err(e.to_string()))?;
-    conn.set_nodelay(true).map_err(|e| err(e.to_string()))?;
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", env.proxy_ports[0])).await.map_err(env_err)?;
+    conn.set_nodelay(true).map_err(env_err)?;
     let mut buf = [0u8; 256];
-    conn.write_all(auth.as_bytes()).await.map_err(|e| err(e.to_string()))?;
+    conn.write_all(auth.as_bytes()).await.map_err(env_err)?;
     let _ = tokio::time::timeout(Duration::from_secs(2), conn.read(&mut buf)).await;
     for _ in 0..samples.max(1) * 4 {
         let t = Instant::now();
-        conn.write_all(b"PING\r\n").await.map_err(|e| err(e.to_string()))?;
+        conn.write_all(b"PING\r\n").await.map_err(env_err)?;
         let n = tokio::time::timeout(Duration::from_secs(2), conn.read(&mut buf)).await;
         if matches!(n, Ok(Ok(k)) if k > 0) {
             rtt.push(ms(t.elapsed()));
         }
     }
-    drop(conn);
     rtt.sort_by(f64::total_cmp);
-    let rtt_p50 = percentile(&rtt, 50.0);
-    out.push(Figure::new(
-        "proxied Redis round trip (p50)",
-        rtt_p50 * 1000.0,
-        "µs",
-        None,
-        format!("{} PINGs", rtt.len()),
-    ));
-    // A partition (reset) of node 1's Redis link, through the runner's own fault code: the apply
-    // returns once its probe saw the link cut; the heal is timed to a PING answered again.
+    let p50 = percentile(&rtt, 50.0);
+    let figure =
+        Figure::new("proxied Redis round trip (p50)", p50 * 1000.0, "µs", None, format!("{} PINGs", rtt.len()));
+    Ok((figure, p50))
+}
+
+/// A partition (reset) of node 1's Redis link, through the runner's own fault code: the apply
+/// returns once its probe saw the link cut; the heal is timed to a PING answered again.
+async fn partition_figures(
+    env: &Environment,
+    proxy: &leasequake_toxiproxy::Client,
+    samples: usize,
+    rtt_p50: f64,
+) -> Result<Vec<Figure>, HarnessError> {
     let scenario = one_partition()?;
     let events = tokio::sync::broadcast::channel(1).0;
     let dir = std::env::temp_dir();
-    let world = crate::fault::World {
-        s: &scenario,
-        env,
-        proxy: &proxy,
-        dir: &dir,
-        key: "leasequake:{bench}:lease".into(),
-        events: &events,
-    };
+    let key = "leasequake:{bench}:lease".into();
+    let world = crate::fault::World { s: &scenario, env, proxy, dir: &dir, key, events: &events };
     let f = &scenario.faults[0];
     let (mut cut, mut heal) = (Vec::new(), Vec::new());
     for id in (1..).take(samples) {
@@ -241,10 +249,11 @@ async fn fault_figures(env: &Environment, samples: usize) -> Result<Vec<Figure>,
         let applied = crate::fault::Applied { id, fault: f.clone(), target: "n1".into(), index: 1, node: None };
         let t = Instant::now();
         let healed = crate::fault::heal(&world, &applied, false, &mut NoNodes).await;
-        if matches!(healed, crate::fault::Heal::Done(_)) && wait_for(port, true).await {
+        if matches!(healed, crate::fault::Heal::Done(_)) && wait_for(env.proxy_ports[0], true).await {
             heal.push(ms(t.elapsed()));
         }
     }
+    let mut out = Vec::new();
     for (what, mut v) in [
         ("partition, the runner's apply: request to verified effect", cut),
         ("partition healed: request to effect", heal),
@@ -258,87 +267,76 @@ async fn fault_figures(env: &Environment, samples: usize) -> Result<Vec<Figure>,
         );
         out.push(Figure::new(&format!("{what} (p99)"), percentile(&v, 99.0), "ms", Some(50.0), note));
     }
-    // SIGSTOP of a local process, seen in /proc.
+    Ok(out)
+}
+
+/// SIGSTOP of a local process until the pause fault's own probe sees it stopped (it polls /proc
+/// every 10 ms, so this is what a `pause` takes in a run, not the kernel's delivery alone).
+async fn sigstop_figure(samples: usize) -> Result<Figure, HarnessError> {
     let mut stop = Vec::new();
     for _ in 0..samples {
-        let mut child = tokio::process::Command::new("sleep")
-            .arg("30")
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| err(e.to_string()))?;
+        let mut child = tokio::process::Command::new("sleep").arg("30").kill_on_drop(true).spawn().map_err(env_err)?;
         let Some(pid) = child.id() else { continue };
-        let pid = rustix::process::Pid::from_raw(pid as i32).ok_or_else(|| err("no pid".into()))?;
+        let pid = rustix::process::Pid::from_raw(pid as i32).ok_or_else(|| env_err("no pid"))?;
         let t = Instant::now();
-        rustix::process::kill_process(pid, rustix::process::Signal::STOP).map_err(|e| err(e.to_string()))?;
-        for _ in 0..10_000 {
-            if crate::procfs::state(pid.as_raw_nonzero().get()) == Some('T') {
-                stop.push(ms(t.elapsed()));
-                break;
-            }
-            tokio::task::yield_now().await;
+        rustix::process::kill_process(pid, rustix::process::Signal::STOP).map_err(env_err)?;
+        if crate::fault::stopped(pid.as_raw_nonzero().get()).await.is_ok() {
+            stop.push(ms(t.elapsed()));
         }
         let _ = child.start_kill();
         let _ = child.wait().await;
     }
     stop.sort_by(f64::total_cmp);
-    out.push(Figure::new(
-        "pause by signal: SIGSTOP to state T (p99)",
+    Ok(Figure::new(
+        "pause by signal: SIGSTOP to the pause probe's state T (p99)",
         percentile(&stop, 99.0),
         "ms",
         Some(50.0),
         format!("p50 {:.3} ms of {}", percentile(&stop, 50.0), stop.len()),
-    ));
-    // Docker-level: SIGSTOP through the Docker API to the primary's redis-server, seen in /proc.
-    let docker = env.docker();
-    let primary = env.container("redis-primary").ok_or_else(|| err("no primary".into()))?.to_owned();
-    let pid = docker
-        .inspect_container(&primary, None)
-        .await
-        .ok()
-        .and_then(|i| i.state)
-        .and_then(|s| s.pid)
-        .ok_or_else(|| err("no primary pid".into()))? as i32;
-    let signal =
-        |s: &str| testcontainers::bollard::query_parameters::KillContainerOptionsBuilder::new().signal(s).build();
+    ))
+}
+
+/// The failover's ways of losing the primary, through the runner's code: SIGSTOP through the
+/// Docker API (to state T, by the pause probe) and the cut from the replication network.
+async fn primary_figures(env: &Environment, samples: usize) -> Result<Vec<Figure>, HarnessError> {
+    use crate::fault::{cut_primary, rejoin_primary, signal_primary, stopped};
+    let primary = env.container("redis-primary").ok_or_else(|| env_err("no primary"))?.to_owned();
+    let inspected = env.docker().inspect_container(&primary, None).await.ok();
+    let pid = inspected.and_then(|i| i.state).and_then(|s| s.pid).ok_or_else(|| env_err("no primary pid"))? as i32;
     let mut dstop = Vec::new();
     for _ in 0..samples.min(10) {
         let t = Instant::now();
-        docker.kill_container(&primary, Some(signal("SIGSTOP"))).await.map_err(|e| err(e.to_string()))?;
-        while crate::procfs::state(pid) != Some('T') && t.elapsed() < Duration::from_secs(2) {
-            tokio::time::sleep(Duration::from_micros(200)).await;
-        }
+        signal_primary(env, &primary, "SIGSTOP").await.map_err(env_err)?;
+        let seen = stopped(pid).await;
         dstop.push(ms(t.elapsed()));
-        docker.kill_container(&primary, Some(signal("SIGCONT"))).await.map_err(|e| err(e.to_string()))?;
+        signal_primary(env, &primary, "SIGCONT").await.map_err(env_err)?;
+        seen.map_err(env_err)?;
     }
     dstop.sort_by(f64::total_cmp);
-    out.push(Figure::new(
-        "Docker-level pause: API SIGSTOP to state T (p99)",
-        percentile(&dstop, 99.0),
-        "ms",
-        None,
-        format!("p50 {:.1} ms of {}", percentile(&dstop, 50.0), dstop.len()),
-    ));
-    // Docker-level: cutting the primary from the replication network (the isolate failover).
     let mut cuts = Vec::new();
     for _ in 0..3 {
-        use testcontainers::bollard::models::{EndpointSettings, NetworkConnectRequest, NetworkDisconnectRequest};
         let t = Instant::now();
-        let req = NetworkDisconnectRequest { container: primary.clone(), force: Some(true) };
-        docker.disconnect_network(&env.network("repl"), req).await.map_err(|e| err(e.to_string()))?;
+        cut_primary(env, &primary).await.map_err(env_err)?;
         cuts.push(ms(t.elapsed()));
-        let req =
-            NetworkConnectRequest { container: primary.clone(), endpoint_config: Some(EndpointSettings::default()) };
-        docker.connect_network(&env.network("repl"), req).await.map_err(|e| err(e.to_string()))?;
+        rejoin_primary(env, &primary).await.map_err(env_err)?;
     }
     cuts.sort_by(f64::total_cmp);
-    out.push(Figure::new(
-        "Docker-level network cut: disconnect call (median of 3)",
-        percentile(&cuts, 50.0),
-        "ms",
-        None,
-        format!("all: {cuts:.0?}"),
-    ));
-    Ok(out)
+    Ok(vec![
+        Figure::new(
+            "Docker-level pause: API SIGSTOP to state T (p99)",
+            percentile(&dstop, 99.0),
+            "ms",
+            None,
+            format!("p50 {:.1} ms of {}", percentile(&dstop, 50.0), dstop.len()),
+        ),
+        Figure::new(
+            "Docker-level network cut: disconnect call (median of 3)",
+            percentile(&cuts, 50.0),
+            "ms",
+            None,
+            format!("all: {cuts:.0?}"),
+        ),
+    ])
 }
 
 /// A scenario of one node whose Redis link is reset: the fault the partition figures time.
@@ -417,27 +415,7 @@ pub fn as_read(h: &[HistoryLine]) -> sha2::Sha256 {
 /// nodes, with losses, fenced rejections, faults and observer samples (the checker's workload).
 #[must_use]
 pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
-    let mut h = vec![HistoryLine::Header(Header {
-        version: leasequake_reports::history::HISTORY_VERSION,
-        run_id: "bench".into(),
-        scenario: "bench".into(),
-        seed: 1,
-        tenant: "t".into(),
-        policy: StorePolicy::Enforce,
-        fence_source: FenceSource::Redis,
-        expected: None,
-        liveness_bound_ms: 10_000,
-        node_silence_ms: 60_000,
-        observer_gap_ms: 60_000,
-        started_ns: 0,
-        audit_after: 0,
-        renew_ms: Some(40),
-        ttl_ms: Some(120),
-        waste_budget_ms: None,
-        node_command: None,
-        clients_follow: false,
-        round_estimate_ms: None,
-    })];
+    let mut h = vec![HistoryLine::Header(synthetic_header())];
     let (mut t, mut seq, mut fence, mut fault) = (0u64, 0u64, 0u64, 0u64);
     while h.len() < n {
         fence += 1;
@@ -451,49 +429,24 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
         let now = t;
         ev(&mut h, &mut t, EventKind::Acquired { token: token.clone(), fence, sent_ns: Some(now + 50_000) });
         for number in 1..=7u8 {
+            let (call, now) = (u64::from(number), t);
+            let kind = EventKind::CheckpointPassed { token: token.clone(), number, decided_ns: Some(now + 50_000) };
+            ev(&mut h, &mut t, kind);
             let now = t;
+            let decided_ns = Some(now + 50_000);
             ev(
                 &mut h,
                 &mut t,
-                EventKind::CheckpointPassed { token: token.clone(), number, decided_ns: Some(now + 50_000) },
-            );
-            let now = t;
-            ev(
-                &mut h,
-                &mut t,
-                EventKind::StoreCallSent {
-                    token: token.clone(),
-                    fence,
-                    op: StoreOp::Upsert,
-                    call: u64::from(number),
-                    decided_ns: Some(now + 50_000),
-                },
+                EventKind::StoreCallSent { token: token.clone(), fence, op: StoreOp::Upsert, call, decided_ns },
             );
             seq += 1;
             t += 100_000;
-            let stale = fence % 10 == 0 && number == 7;
-            h.push(HistoryLine::Audit(AuditRecord {
-                seq,
-                mono_ns: t,
-                tenant: "t".into(),
-                node: node.clone(),
-                token: token.clone(),
-                fence: if stale { fence - 1 } else { fence },
-                op: if number == 5 { StoreOp::SwitchAlias } else { StoreOp::Upsert },
-                collection: Some(format!("c{fence}")),
-                accepted: !stale,
-                reason: stale.then(|| "stale fence".into()),
-                alias_version: (number == 5).then_some(fence),
-                call: u64::from(number),
-            }));
-            ev(&mut h, &mut t, EventKind::StoreCallAcked { token: token.clone(), call: u64::from(number) });
+            h.push(HistoryLine::Audit(synthetic_write(seq, t, &node, &token, fence, number)));
+            ev(&mut h, &mut t, EventKind::StoreCallAcked { token: token.clone(), call });
         }
         if fence % 7 == 0 {
-            ev(
-                &mut h,
-                &mut t,
-                EventKind::OwnershipLost { token: token.clone(), reason: "expired".into(), checkpoint: Some(3) },
-            );
+            let kind = EventKind::OwnershipLost { token: token.clone(), reason: "expired".into(), checkpoint: Some(3) };
+            ev(&mut h, &mut t, kind);
         }
         t += 100_000;
         h.push(HistoryLine::Observer(ObserverSample {
@@ -530,6 +483,49 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
     }));
     crate::history::seal(&mut h);
     h
+}
+
+fn synthetic_header() -> Header {
+    Header {
+        version: leasequake_reports::history::HISTORY_VERSION,
+        run_id: "bench".into(),
+        scenario: "bench".into(),
+        seed: 1,
+        tenant: "t".into(),
+        policy: StorePolicy::Enforce,
+        fence_source: FenceSource::Redis,
+        expected: None,
+        liveness_bound_ms: 10_000,
+        node_silence_ms: 60_000,
+        observer_gap_ms: 60_000,
+        started_ns: 0,
+        audit_after: 0,
+        renew_ms: Some(40),
+        ttl_ms: Some(120),
+        waste_budget_ms: None,
+        node_command: None,
+        clients_follow: false,
+        round_estimate_ms: None,
+    }
+}
+
+/// The store's record of write `number` of a round; every tenth round's last one is stale.
+fn synthetic_write(seq: u64, t: u64, node: &str, token: &str, fence: u64, number: u8) -> AuditRecord {
+    let stale = fence % 10 == 0 && number == 7;
+    AuditRecord {
+        seq,
+        mono_ns: t,
+        tenant: "t".into(),
+        node: node.to_owned(),
+        token: token.to_owned(),
+        fence: if stale { fence - 1 } else { fence },
+        op: if number == 5 { StoreOp::SwitchAlias } else { StoreOp::Upsert },
+        collection: Some(format!("c{fence}")),
+        accepted: !stale,
+        reason: stale.then(|| "stale fence".into()),
+        alias_version: (number == 5).then_some(fence),
+        call: u64::from(number),
+    }
 }
 
 /// The suite's wall time at parallelism 1 and 2 (child runs of this binary), with the verdicts.

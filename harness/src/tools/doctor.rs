@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use testcontainers::bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
 use testcontainers::bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptionsBuilder};
+use testcontainers::bollard::Docker;
 
 use crate::docker::LABEL_MANAGED;
 use crate::env::{LABEL_PID, LABEL_PID_START};
@@ -39,27 +40,35 @@ fn on_path(program: &str) -> bool {
 
 /// Runs every check.
 pub async fn run() -> Vec<Finding> {
-    let mut out = Vec::new();
     let docker = match crate::docker::connect().await {
         Ok(d) => d,
-        Err(e) => {
-            out.push(bad("docker", e.to_string()));
-            return out;
-        }
+        Err(e) => return vec![bad("docker", e.to_string())],
     };
+    let mut out = vec![engine(&docker).await, address_pool(&docker).await];
+    out.extend(images(&docker).await);
+    out.push(leftovers(&docker).await);
+    out.extend(tools());
+    out
+}
+
+/// The engine answers with API 1.41 or newer.
+async fn engine(docker: &Docker) -> Finding {
     match docker.version().await {
         Ok(v) => {
             let api = v.api_version.unwrap_or_default();
             let new_enough = api.split('.').nth(1).and_then(|m| m.parse::<u32>().ok()).is_some_and(|m| m >= 41);
             if new_enough {
-                out.push(ok("docker", format!("engine {} (API {api})", v.version.unwrap_or_default())));
+                ok("docker", format!("engine {} (API {api})", v.version.unwrap_or_default()))
             } else {
-                out.push(bad("docker", format!("API {api} is older than 1.41: upgrade the Docker engine")));
+                bad("docker", format!("API {api} is older than 1.41: upgrade the Docker engine"))
             }
         }
-        Err(e) => out.push(bad("docker", format!("no version answer: {e}"))),
+        Err(e) => bad("docker", format!("no version answer: {e}")),
     }
-    // The address pool: can a labelled /28 be created?
+}
+
+/// The address pool: can a labelled /28 be created?
+async fn address_pool(docker: &Docker) -> Finding {
     let name = format!("leasequake-doctor-{}", std::process::id());
     let probe = NetworkCreateRequest {
         name: name.clone(),
@@ -73,10 +82,15 @@ pub async fn run() -> Vec<Finding> {
     match docker.create_network(probe).await {
         Ok(_) => {
             let _ = docker.remove_network(&name).await;
-            out.push(ok("address pool", "a labelled /28 network can be created"));
+            ok("address pool", "a labelled /28 network can be created")
         }
-        Err(e) => out.push(bad("address pool", format!("cannot create a small network ({e}): remove unused networks (`docker network prune`, `leasequake clean`)"))),
+        Err(e) => bad("address pool", format!("cannot create a small network ({e}): remove unused networks (`docker network prune`, `leasequake clean`)")),
     }
+}
+
+/// Each image present, or how to build it.
+async fn images(docker: &Docker) -> Vec<Finding> {
+    let mut out = Vec::new();
     for (repo, spec) in [
         ("leasequake/redis", "redis"),
         ("leasequake/toxiproxy", "toxiproxy"),
@@ -99,6 +113,11 @@ pub async fn run() -> Vec<Finding> {
             out.push(bad("image", format!("{tag} missing: {fix}")));
         }
     }
+    out
+}
+
+/// Labelled containers of runs whose process is gone.
+async fn leftovers(docker: &Docker) -> Finding {
     let filters = HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);
     let containers = docker
         .list_containers(Some(ListContainersOptionsBuilder::new().all(true).filters(&filters).build()))
@@ -117,32 +136,37 @@ pub async fn run() -> Vec<Finding> {
         })
         .count();
     if dead > 0 {
-        out.push(bad(
+        return bad(
             "leftovers",
             format!(
                 "{dead} containers of runs whose process is gone: the next run removes them, or `leasequake clean` now"
             ),
-        ));
-    } else {
-        out.push(ok(
-            "leftovers",
-            format!(
-                "{} labelled containers and {} networks, all of live runs or compose",
-                containers.len(),
-                networks.len()
-            ),
-        ));
+        );
     }
-    for (tool, why, fix) in [
+    ok(
+        "leftovers",
+        format!(
+            "{} labelled containers and {} networks, all of live runs or compose",
+            containers.len(),
+            networks.len()
+        ),
+    )
+}
+
+/// The host tools some commands need.
+fn tools() -> Vec<Finding> {
+    [
         ("redis-server", "the lease tests and the demo", "apt-get install redis-server (scripts/deps)"),
         ("docker-compose", "docker-compose.yml by hand", "apt-get install docker-compose"),
         ("ldd", "packing images", "apt-get install libc-bin"),
-    ] {
+    ]
+    .into_iter()
+    .map(|(tool, why, fix)| {
         if on_path(tool) {
-            out.push(ok("tool", format!("{tool} found")));
+            ok("tool", format!("{tool} found"))
         } else {
-            out.push(bad("tool", format!("{tool} not found (needed for {why}): {fix}")));
+            bad("tool", format!("{tool} not found (needed for {why}): {fix}"))
         }
-    }
-    out
+    })
+    .collect()
 }

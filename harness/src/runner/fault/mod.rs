@@ -25,9 +25,10 @@ use crate::env::Environment;
 use crate::scenario::{Fault, FaultKind, Scenario};
 use crate::supervisor::{NodeHandle, Received};
 
-pub(crate) use process::{clock_file, write_clock_offset};
+pub(crate) use process::{clock_file, stopped, write_clock_offset};
 #[cfg(test)]
 pub(crate) use redis::follow_delays;
+pub(crate) use redis::{cut_primary, rejoin_primary, signal_primary};
 
 /// What a fault acts on and probes through.
 pub(crate) struct World<'a> {

@@ -59,15 +59,21 @@ pub(super) fn heal_node_clock(w: &World<'_>, a: &Applied) -> Heal {
 pub(super) async fn pause(node: Option<&NodeHandle>) -> Result<String, String> {
     let n = node.ok_or("no such node")?;
     n.signal(Signal::STOP).map_err(|e| e.to_string())?;
-    // Signal delivery is asynchronous: wait (at most 500 ms) for the kernel to stop it.
+    let after = stopped(n.pid()).await?;
+    Ok(format!("SIGSTOP; /proc/{}/stat state T after {} µs", n.pid(), after.as_micros()))
+}
+
+/// The probe of a pause: signal delivery is asynchronous, so this waits (at most 500 ms) for the
+/// kernel to stop process `pid` (state T in /proc); returns how long that took.
+pub(crate) async fn stopped(pid: i32) -> Result<Duration, String> {
     let sent = Instant::now();
     for _ in 0..50 {
-        if procfs::state(n.pid()) == Some('T') {
-            return Ok(format!("SIGSTOP; /proc/{}/stat state T after {} µs", n.pid(), sent.elapsed().as_micros()));
+        if procfs::state(pid) == Some('T') {
+            return Ok(sent.elapsed());
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    Err(format!("SIGSTOP sent, but the process state is {:?}, not T, after 500 ms", procfs::state(n.pid())))
+    Err(format!("SIGSTOP sent, but the process state is {:?}, not T, after 500 ms", procfs::state(pid)))
 }
 
 /// `crash`: SIGKILL, verified gone.

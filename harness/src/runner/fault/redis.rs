@@ -182,7 +182,6 @@ pub(super) async fn failover(w: &World<'_>, f: &Fault) -> Result<String, String>
 
 /// Starts the failover the fault's mode asks for; says what was done to the primary.
 async fn begin_failover(w: &World<'_>, f: &Fault) -> Result<&'static str, String> {
-    use testcontainers::bollard::models::NetworkDisconnectRequest;
     let env = w.env;
     let primary = env.container("redis-primary").ok_or("no redis-primary container")?.to_owned();
     match f.mode {
@@ -197,18 +196,42 @@ async fn begin_failover(w: &World<'_>, f: &Fault) -> Result<&'static str, String
             Ok("handed over (SENTINEL FAILOVER)")
         }
         Some(Mode::Isolate) => {
-            let req = NetworkDisconnectRequest { container: primary, force: Some(true) };
-            env.docker().disconnect_network(&env.network("repl"), req).await.map_err(|e| e.to_string())?;
+            cut_primary(env, &primary).await?;
             Ok("cut from replication")
         }
         _ => {
-            // SIGSTOP, not `docker pause`: a `docker exec` (the observer's) racing a cgroup
-            // freeze leaves `runc init` frozen inside it and hangs the Docker daemon (seen
-            // here on 20.10); a stopped process freezes Redis alike and leaves exec working.
-            env.docker().kill_container(&primary, Some(stop_signal("SIGSTOP"))).await.map_err(|e| e.to_string())?;
+            signal_primary(env, &primary, "SIGSTOP").await?;
             Ok("stopped (SIGSTOP)")
         }
     }
+}
+
+/// Sends `signal` to the primary's redis-server through the Docker API. SIGSTOP, not `docker
+/// pause`: a `docker exec` (the observer's) racing a cgroup freeze leaves `runc init` frozen
+/// inside it and hangs the Docker daemon (seen here on 20.10); a stopped process freezes Redis
+/// alike and leaves exec working.
+pub(crate) async fn signal_primary(env: &Environment, primary: &str, signal: &str) -> Result<(), String> {
+    env.docker().kill_container(primary, Some(stop_signal(signal))).await.map_err(|e| e.to_string())
+}
+
+/// Cuts the primary from the replication network (Sentinels and the replica lose it).
+pub(crate) async fn cut_primary(env: &Environment, primary: &str) -> Result<(), String> {
+    use testcontainers::bollard::models::NetworkDisconnectRequest;
+    let req = NetworkDisconnectRequest { container: primary.to_owned(), force: Some(true) };
+    env.docker().disconnect_network(&env.network("repl"), req).await.map_err(|e| e.to_string())
+}
+
+/// Connects the primary to the replication network again, under its name there.
+pub(crate) async fn rejoin_primary(env: &Environment, primary: &str) -> Result<(), String> {
+    use testcontainers::bollard::models::{EndpointSettings, NetworkConnectRequest};
+    let req = NetworkConnectRequest {
+        container: primary.to_owned(),
+        endpoint_config: Some(EndpointSettings {
+            aliases: Some(crate::env::net_aliases("redis-primary", "repl")),
+            ..Default::default()
+        }),
+    };
+    env.docker().connect_network(&env.network("repl"), req).await.map_err(|e| e.to_string())
 }
 
 /// Deletes the lease key on the cut primary and waits (at most 3 s) for a node to acquire it
@@ -274,7 +297,6 @@ async fn follow_promotion(w: &World<'_>, f: &Fault) -> Result<String, String> {
 }
 
 pub(super) async fn heal_failover(w: &World<'_>, a: &Applied, settle: bool) -> Heal {
-    use testcontainers::bollard::models::{EndpointSettings, NetworkConnectRequest};
     let env = w.env;
     let Some(primary) = env.container("redis-primary") else { return Heal::done("no redis-primary container") };
     if a.fault.mode == Some(Mode::Manual) {
@@ -288,16 +310,9 @@ pub(super) async fn heal_failover(w: &World<'_>, a: &Applied, settle: bool) -> H
         };
     }
     let back = if a.fault.mode == Some(Mode::Isolate) {
-        let req = NetworkConnectRequest {
-            container: primary.to_owned(),
-            endpoint_config: Some(EndpointSettings {
-                aliases: Some(crate::env::net_aliases("redis-primary", "repl")),
-                ..Default::default()
-            }),
-        };
-        env.docker().connect_network(&env.network("repl"), req).await
+        rejoin_primary(env, primary).await
     } else {
-        env.docker().kill_container(primary, Some(stop_signal("SIGCONT"))).await
+        signal_primary(env, primary, "SIGCONT").await
     };
     match back {
         Ok(()) if settle => demoted(w).await,
