@@ -31,6 +31,7 @@ mod tools;
 pub use environment::{docker, env, image, local_redis};
 pub use judging::check;
 pub use nodes::{node, procfs, store, supervisor};
+pub(crate) use recording::recorder;
 pub use recording::{clock, history, runlog};
 pub use reporting::report;
 pub(crate) use runner::fault;

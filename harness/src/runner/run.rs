@@ -29,6 +29,7 @@ use crate::fault;
 use crate::history::{seal, write, write_atomically, HISTORY_FILE, VERDICTS_FILE};
 use crate::image::{ensure, resolve, ImageSpec};
 use crate::progress::Progress;
+use crate::recorder::{collect, read_audit, temporary_collections_left, Recorder};
 use crate::scenario::{Fault, FaultKind, Observed, Scenario, Trigger};
 use crate::supervisor::{NodeHandle, NodeProcess, Received};
 use crate::trigger::{fire, fire_observed, follow_master, Armed, Hit};
@@ -142,12 +143,6 @@ pub struct RunOutcome {
     pub versions: BTreeMap<String, String>,
     /// How far the run went past `duration_s`, ms, because the last fault healed late.
     pub extended_ms: Option<u64>,
-}
-
-type Lines = Arc<Mutex<Vec<HistoryLine>>>;
-
-fn push(lines: &Lines, line: HistoryLine) {
-    lines.lock().unwrap_or_else(PoisonError::into_inner).push(line);
 }
 
 fn env_err(detail: String) -> HarnessError {
@@ -503,40 +498,6 @@ fn header(ctx: &Ctx<'_>, opts: &RunOptions, audit_after: u64) -> Header {
     }
 }
 
-/// The event collector: every node line into the history (tracking the current owner, for
-/// faults aimed at "owner"), then to whoever listens (the router, the probes that wait for one).
-async fn collect(
-    mut rx: mpsc::Receiver<Received>,
-    lines: Lines,
-    owner: Arc<Mutex<Option<String>>>,
-    events: broadcast::Sender<Arc<Received>>,
-) {
-    while let Some(r) = rx.recv().await {
-        let r = Arc::new(r);
-        let line = match &r.line {
-            Ok(event) => {
-                if let EventKind::Acquired { .. } = &event.kind {
-                    *owner.lock().unwrap_or_else(PoisonError::into_inner) = Some(r.node.clone());
-                }
-                HistoryLine::Node {
-                    node: r.node.clone(),
-                    incarnation: r.incarnation,
-                    received_ns: r.received_ns,
-                    event: event.clone(),
-                }
-            }
-            Err(g) => HistoryLine::Garbage {
-                node: r.node.clone(),
-                received_ns: r.received_ns,
-                raw: g.raw.clone(),
-                why: g.why.clone(),
-            },
-        };
-        push(&lines, line);
-        let _ = events.send(r); // nobody listening is fine
-    }
-}
-
 /// What the router listens to and whom it tells.
 struct Routes {
     armed: Arc<Mutex<Vec<Armed>>>,
@@ -607,7 +568,7 @@ async fn drive(
         events: events.clone(),
         tx,
     };
-    let lines: Lines = Arc::new(Mutex::new(vec![HistoryLine::Header(header(&ctx, opts, audit_after))]));
+    let lines = Recorder::new(HistoryLine::Header(header(&ctx, opts, audit_after)));
     let router_rx = ctx.events.subscribe();
     let mut fleet = Fleet::start(&ctx)?;
     opts.progress.phase(&format!("running ({} nodes, {} s)", s.nodes.count, s.duration_s));
@@ -619,7 +580,7 @@ async fn drive(
     // Sentinels, proxies); the router; the timeline. All stop when the timeline is done.
     let stop = CancellationToken::new();
     let (seen_tx, seen_rx) = mpsc::channel::<Observed>(64);
-    let pushed = |l: HistoryLine| push(&lines, l);
+    let pushed = |l: HistoryLine| lines.push(l);
     let world = ctx.world();
     let observer = crate::observer::observe(env, &world.key, &pushed, seen_tx, &stop);
     let watcher = crate::watch::watch(env, s.nodes.count, &pushed, &stop);
@@ -649,7 +610,7 @@ async fn drive(
 
     opts.progress.phase("reading the store's audit log");
     for line in read_audit(env, audit_after).await? {
-        push(&lines, line);
+        lines.push(line);
     }
     let left = temporary_collections_left(env, &tenant).await;
     if env.attached() {
@@ -659,51 +620,19 @@ async fn drive(
             }
         }
     }
-    push(
-        &lines,
-        HistoryLine::Snapshot(Snapshot {
-            ended_ns: mono_ns(),
-            faults_still_applied: still_applied,
-            temporary_collections_left: left,
-            versions: BTreeMap::from([("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
-            extended_ms,
-            seal: None,
-        }),
-    );
-    let mut lines = std::mem::take(&mut *lines.lock().unwrap_or_else(PoisonError::into_inner));
+    lines.push(HistoryLine::Snapshot(Snapshot {
+        ended_ns: mono_ns(),
+        faults_still_applied: still_applied,
+        temporary_collections_left: left,
+        versions: BTreeMap::from([("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
+        extended_ms,
+        seal: None,
+    }));
+    let mut lines = lines.take();
     seal(&mut lines);
     write(&dir.join(HISTORY_FILE), &lines)?;
     opts.progress.phase("checking the history");
     Ok((judge(&lines, dir, interrupt)?, extended_ms))
-}
-
-/// The store's audit log since `audit_after`, as history lines.
-async fn read_audit(env: &Environment, audit_after: u64) -> Result<Vec<HistoryLine>, HarnessError> {
-    let path = format!("/v1/audit?after={audit_after}");
-    let (status, audit) = leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", &path, None)
-        .await
-        .map_err(|e| env_err(format!("cannot read the store's audit log: {e}")))?;
-    if status != 200 {
-        return Ok(Vec::new());
-    }
-    Ok(audit
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .filter_map(|l| serde_json::from_str(l).ok().map(HistoryLine::Audit))
-        .collect())
-}
-
-/// The tenant's collections that never went live (a pipeline's temporary collection left behind).
-async fn temporary_collections_left(env: &Environment, tenant: &str) -> Vec<String> {
-    let view =
-        leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", &format!("/v1/tenants/{tenant}"), None).await.ok();
-    view.and_then(|(_, b)| serde_json::from_str::<serde_json::Value>(&b).ok())
-        .and_then(|v| v["collections"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter(|c| c["live"] == false)
-        .filter_map(|c| c["name"].as_str().map(str::to_owned))
-        .collect()
 }
 
 /// The checker's verdict on the history (inconclusive at best if the run was stopped early),

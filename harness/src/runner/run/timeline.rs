@@ -13,11 +13,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::{node_index, push, resolve_target, Ctx, Fleet, Lines, SCHEDULE_FILE};
+use super::{node_index, resolve_target, Ctx, Fleet, SCHEDULE_FILE};
 use crate::clock::mono_ns;
 use crate::fault::{self, Applied, Heal, Nodes, World};
 use crate::history::write_atomically;
 use crate::progress::Progress;
+use crate::recorder::Recorder;
 use crate::scenario::{Fault, FaultKind, ScheduleStep, Trigger};
 use crate::trigger::{Armed, Hit};
 
@@ -32,7 +33,7 @@ const APPLY: u8 = 3;
 pub(super) struct Timeline<'t> {
     ctx: &'t Ctx<'t>,
     world: &'t World<'t>,
-    lines: &'t Lines,
+    lines: &'t Recorder,
     progress: &'t Progress,
     owner: &'t Mutex<Option<String>>,
     armed: &'t Mutex<Vec<Armed>>,
@@ -52,7 +53,7 @@ impl<'t> Timeline<'t> {
     pub(super) fn new(
         ctx: &'t Ctx<'t>,
         world: &'t World<'t>,
-        lines: &'t Lines,
+        lines: &'t Recorder,
         progress: &'t Progress,
         owner: &'t Mutex<Option<String>>,
         armed: &'t Mutex<Vec<Armed>>,
@@ -170,7 +171,7 @@ impl<'t> Timeline<'t> {
                 self.progress.fault(&format!("{label}: NOT VERIFIED ({why})"), false);
             }
         }
-        push(self.lines, fault::outcome_line(id, f, &target, &outcome));
+        self.lines.push(fault::outcome_line(id, f, &target, &outcome));
         self.active.insert(i, Applied { id, fault: f.clone(), target, index, node });
     }
 
@@ -261,6 +262,6 @@ impl<'t> Timeline<'t> {
     fn push(&self, id: u64, fault: FaultKind, target: &str, phase: FaultPhase, detail: String) {
         let line =
             FaultEvent { id, fault, target: target.to_owned(), phase, at_ns: mono_ns(), detail, redis_link: None };
-        push(self.lines, HistoryLine::Fault(line));
+        self.lines.push(HistoryLine::Fault(line));
     }
 }
