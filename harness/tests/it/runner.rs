@@ -246,6 +246,51 @@ duration_s = 1
 }
 
 #[test]
+fn a_slow_redis_link_and_lost_replies_are_each_verified_by_their_probe_and_healed() {
+    // The two faults of a node's Redis link added by ARCHITECTURE.md's recipe: each verified by
+    // its own probe through that very link, each healed, and a correct lease passes under both.
+    let faults = r#"
+[[faults]]
+kind = "slow_redis"
+target = "n1"
+latency_ms = 60
+at_s = 1
+duration_s = 2
+
+[[faults]]
+kind = "lose_replies"
+target = "n2"
+at_s = 3
+duration_s = 2
+"#;
+    let (code, out, dir) = run("link-faults", "", faults);
+    let run_dir = run_dirs(&dir).pop().unwrap();
+    let lines = history(&run_dir);
+    let fault = |id: u64| -> Vec<(FaultPhase, String)> {
+        lines
+            .iter()
+            .filter_map(|l| match l {
+                HistoryLine::Fault(f) if f.id == id => Some((f.phase, f.detail.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    for id in 1..=2 {
+        let phases: Vec<FaultPhase> = fault(id).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(phases, [FaultPhase::Requested, FaultPhase::Verified, FaultPhase::Healed], "fault {id}: {out}");
+    }
+    let (_, slow) = &fault(1)[1];
+    let (_, lost) = &fault(2)[1];
+    assert!(slow.contains("a PING through it answered after"), "the slow link's probe measured its delay: {slow}");
+    assert!(
+        lost.contains("its reply never came"),
+        "the lost-replies probe saw a command run without its reply: {lost}"
+    );
+    assert!(code == Some(0), "a correct lease holds under both: {out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn a_pause_triggered_right_after_checkpoint_7_lets_a_stale_write_land_without_fencing() {
     // The seed configuration: the store only observes, fences come from Redis. The fault waits
     // for the owner's sync point 7 and freezes it there, longer than the ttl.
