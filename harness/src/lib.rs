@@ -12,6 +12,7 @@
 //! judging/      the checker: history in, verdicts and metrics out (pure)
 //! reporting/    the suite's report directory: summary.json, junit.xml, summary.md, report.html
 //! tools/        the self-test, benchmarks, doctor, the demo
+//! sim/          the deterministic simulation: a Redis model the lease's real calls run on
 //! error.rs      HarnessError: every failure names its cause and fix
 //! exit.rs       how every command ends: one mapping to the exit codes
 //! ```
@@ -24,6 +25,7 @@ mod nodes;
 mod recording;
 mod reporting;
 mod runner;
+pub mod sim;
 mod tools;
 
 // Each module keeps its path at the crate root (`leasequake::run`, `crate::env`); the folders
