@@ -1,104 +1,26 @@
-//! The reference node (`leasequake node`): the production tenant-sync job, speaking the node
+//! The reference node (`leasequake node`): the job (`job`) as a process speaking the node
 //! protocol (docs/node-protocol.md) as JSON lines: commands on stdin, events on stdout, logs on
-//! stderr. Each round: acquire the lease; prepare; embed in batches (model calls cost wall time);
-//! drop temporary collections that aborted rounds left; create a temporary collection; upsert;
-//! switch the alias; persist the sync record; drop the old collection; release. `ensure_owned`
-//! runs at the seven checkpoints the configuration selects; a failed one cancels the round at
-//! once. Renewal runs on its own thread, so `stall_renewal` blocks renewal alone. The node exits
-//! when told to stop or when stdin closes (its parent is gone).
-//!
-//! Deliberately, only the long non-store work (prepare, model calls) is also cancelled by the
-//! lease's `lost()`: between a passed checkpoint and its write the node does what production code
-//! does, so a pause there shows what only fencing can stop.
+//! stderr. Renewal runs on a thread of its own, so `stall_renewal` blocks renewal alone. The node
+//! exits when told to stop or when stdin closes (its parent is gone).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use leasequake_reports::history::{
-    checkpoint_name, EventKind, FenceSource, NodeCommand, NodeConfig, NodeEvent, StoreOp, CHECKPOINTS, PROTOCOL_VERSION,
-};
+use leasequake_reports::history::{EventKind, NodeCommand, NodeEvent, PROTOCOL_VERSION};
 use leasequake_toxiproxy::http::{exchange, ExchangeError};
-use redis_lease::{LeaseClient, LeaseConfig, LeaseEvent, LeaseGuard, UniqueTokens};
-use serde_json::{json, Value};
+use redis_lease::{LeaseError, UniqueTokens};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LinesCodec};
-use tokio_util::sync::CancellationToken;
 
 use crate::clock::{instant_ns, mono_ns};
 use crate::error::HarnessError;
-use crate::store::op_path;
+pub use crate::job::Variant;
+use crate::job::{Emitter, NodeEnv, StoreFailure};
 
 const EVENT_QUEUE: usize = 65_536;
 const LINE_LIMIT: usize = 1 << 20;
-
-/// Sends events to the stdout writer, stamped with the node's monotonic clock and round.
-#[derive(Clone)]
-struct Emitter {
-    tx: mpsc::Sender<NodeEvent>,
-    round: Arc<AtomicU64>,
-    /// One event at a time, from every thread (the renewal thread's loss included), so that a
-    /// check-and-emit is atomic with respect to the loss event.
-    order: Arc<std::sync::Mutex<()>>,
-}
-
-impl Emitter {
-    fn emit(&self, kind: EventKind) {
-        let _order = self.order.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.send(kind);
-    }
-
-    /// Emits `kind` only while `lost` is not cancelled, and says whether it did. The lease cancels
-    /// `lost` before it announces the loss, and the announcement waits for this lock: so an event
-    /// emitted here always comes before the loss event, and after the loss nothing is emitted.
-    fn emit_unless_lost(&self, lost: &CancellationToken, kind: EventKind) -> bool {
-        let _order = self.order.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if lost.is_cancelled() {
-            return false;
-        }
-        self.send(kind);
-        true
-    }
-
-    fn send(&self, kind: EventKind) {
-        let event = NodeEvent { mono_ns: mono_ns(), round: self.round.load(Ordering::Relaxed), kind };
-        if self.tx.try_send(event).is_err() {
-            eprintln!("leasequake node: event queue full or closed; the harness is not reading");
-        }
-    }
-}
-
-/// One held acquisition of the reference node.
-type Guard = LeaseGuard<redis::aio::ConnectionManager>;
-
-/// How a round ended.
-enum Outcome {
-    Finished(String),
-    Aborted { lost: bool, reason: String },
-}
-
-fn aborted(lost: bool, reason: impl Into<String>) -> Outcome {
-    Outcome::Aborted { lost, reason: reason.into() }
-}
-
-/// A variant of the reference node: its name (reported in `hello`) and what it does to the lease
-/// configuration. The production node is [`Variant::reference`]; the self-test build adds a flaw.
-pub struct Variant {
-    /// Shown in the `hello` event after the implementation's name, e.g. `flaw: non-sticky-loss`.
-    pub label: Option<String>,
-    /// Applied to the lease configuration the harness sent.
-    pub configure: Box<dyn Fn(LeaseConfig) -> LeaseConfig + Send + Sync>,
-}
-
-impl Variant {
-    /// The production node: the lease exactly as configured.
-    #[must_use]
-    pub fn reference() -> Self {
-        Self { label: None, configure: Box::new(|c| c) }
-    }
-}
 
 /// Runs the reference node on `input`/`output` until stopped. Returns an error only when the
 /// node cannot start (no configuration, wrong protocol); everything later is reported as events.
@@ -126,7 +48,7 @@ pub async fn run_variant(
             }
         }
     });
-    let emitter = Emitter { tx, round: Arc::new(AtomicU64::new(0)), order: Arc::default() };
+    let emitter = Emitter::new(tx, Arc::new(mono_ns));
     let result = serve(input, emitter, Arc::new(variant)).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     result
@@ -166,488 +88,89 @@ async fn serve(
             None => format!("leasequake-node {}", env!("CARGO_PKG_VERSION")),
         },
     });
-
-    // The renewal thread: a runtime of its own, so stalling it blocks renewal and nothing else.
-    let (handle_tx, handle_rx) = std::sync::mpsc::channel();
-    let (end_tx, end_rx) = tokio::sync::oneshot::channel::<()>();
-    let renewal_thread = std::thread::Builder::new()
-        .name("renewal".into())
-        .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-            let _ = handle_tx.send(rt.handle().clone());
-            rt.block_on(async {
-                let _ = end_rx.await;
-            });
-        })
-        .map_err(|e| protocol(format!("cannot start the renewal thread: {e}")))?;
-    let renewal: tokio::runtime::Handle =
-        handle_rx.recv().map_err(|_| protocol("the renewal thread did not start".into()))?;
-
-    // Commands after the config: dispatched as they come.
-    let stop = CancellationToken::new();
-    let started = CancellationToken::new();
-    let (go_tx, go_rx) = mpsc::channel::<u8>(16);
-    let slow_model = Arc::new(AtomicU64::new(0));
-    let dispatcher = {
-        let (stop, started, emitter, renewal) = (stop.clone(), started.clone(), emitter.clone(), renewal.clone());
-        let slow_model = slow_model.clone();
-        tokio::spawn(async move {
-            while let Some(line) = lines.next().await {
-                match line
-                    .map_err(|e| e.to_string())
-                    .and_then(|l| serde_json::from_str::<NodeCommand>(&l).map_err(|e| e.to_string()))
-                {
-                    Ok(NodeCommand::Start) => started.cancel(),
-                    Ok(NodeCommand::Stop) => stop.cancel(),
-                    Ok(NodeCommand::Go { checkpoint }) => {
-                        let _ = go_tx.try_send(checkpoint);
-                    }
-                    Ok(NodeCommand::StallRenewal { ms }) => {
-                        // Blocks the renewal runtime's only thread: renewal freezes, the rest runs.
-                        drop(renewal.spawn(async move { std::thread::sleep(Duration::from_millis(ms)) }));
-                    }
-                    Ok(NodeCommand::SlowModel { ms }) => slow_model.store(ms, Ordering::Relaxed),
-                    Ok(NodeCommand::Config(_)) => {
-                        emitter.emit(EventKind::Error { message: "a second config was ignored".into() })
-                    }
-                    Err(e) => emitter.emit(EventKind::Error { message: format!("unreadable command: {e}") }),
-                }
-            }
-            stop.cancel(); // stdin closed: the parent is gone
-        })
-    };
-
-    tokio::select! {
-        () = started.cancelled() => {}
-        () = stop.cancelled() => {}
-    }
-    if !stop.is_cancelled() {
-        Node::new(config, emitter.clone(), renewal, stop.clone(), go_rx, slow_model, variant).run().await;
-    }
-    emitter.emit(EventKind::Stopped);
-    dispatcher.abort();
+    let (env, renewal_thread, end_tx) = ProcessEnv::start(&config.redis_url, &config.store_addr)?;
+    let commands = lines.map(|l| {
+        l.map_err(|e| e.to_string()).and_then(|l| serde_json::from_str::<NodeCommand>(&l).map_err(|e| e.to_string()))
+    });
+    crate::job::run(Arc::new(env), config, emitter, commands, variant).await;
     let _ = end_tx.send(());
     let _ = renewal_thread.join();
     Ok(())
 }
 
-struct Node {
-    cfg: NodeConfig,
-    emitter: Emitter,
+/// The process's world: the machine's monotonic clock, Redis through redis-rs's connection
+/// manager, the store over HTTP, renewal on a runtime of its own on its own thread.
+struct ProcessEnv {
+    redis: Result<redis::Client, String>,
+    store_addr: String,
     renewal: tokio::runtime::Handle,
-    stop: CancellationToken,
-    go: mpsc::Receiver<u8>,
-    /// Extra time per model call (the `slow_model` command).
-    slow_model: Arc<AtomicU64>,
-    /// The current acquisition's loss token: no store call starts once it is cancelled.
-    lost: CancellationToken,
-    call: u64,
-    /// The store call sent and not yet answered, if any: reported unknown if the round dies.
-    in_flight: Option<(String, u64)>,
-    /// A sync point passed and not yet held at: the node holds before its next step.
-    pending_sync: Option<(u8, String)>,
-    variant: Arc<Variant>,
 }
 
-impl Node {
-    fn new(
-        cfg: NodeConfig,
-        emitter: Emitter,
-        renewal: tokio::runtime::Handle,
-        stop: CancellationToken,
-        go: mpsc::Receiver<u8>,
-        slow_model: Arc<AtomicU64>,
-        variant: Arc<Variant>,
-    ) -> Self {
-        Self {
-            cfg,
-            emitter,
-            renewal,
-            stop,
-            go,
-            slow_model,
-            lost: CancellationToken::new(),
-            call: 0,
-            in_flight: None,
-            pending_sync: None,
-            variant,
-        }
-    }
-
-    async fn run(mut self) {
-        let Some(lease) = self.connect().await else { return };
-        // Bounded by `stop`: every turn is one round (or one failed acquire).
-        while !self.stop.is_cancelled() {
-            self.emitter.round.fetch_add(1, Ordering::Relaxed);
-            self.emitter.emit(EventKind::AcquireAttempt);
-            let acquired = tokio::select! {
-                () = self.stop.cancelled() => break,
-                g = lease.acquire(&self.cfg.tenant) => g,
-            };
-            let guard = match acquired {
-                Ok(g) => g,
-                Err(e) => {
-                    self.emitter.emit(EventKind::AcquireTimedOut { reason: e.to_string() });
-                    continue;
-                }
-            };
-            let token = guard.token().to_string();
-            let sent_ns = Some(instant_ns(guard.acquire_sent_at()));
-            self.emitter.emit(EventKind::Acquired { token: token.clone(), fence: guard.fence(), sent_ns });
-            let outcome = self.round(&guard, &token).await;
-            if let Some((t, call)) = self.in_flight.take() {
-                self.emitter.emit(EventKind::StoreCallUnknown {
-                    token: t,
-                    call,
-                    detail: "the round ended before the answer".into(),
+impl ProcessEnv {
+    /// Starts the renewal thread; returns the world, the thread and what ends it.
+    fn start(
+        redis_url: &str,
+        store_addr: &str,
+    ) -> Result<(Self, std::thread::JoinHandle<()>, tokio::sync::oneshot::Sender<()>), HarnessError> {
+        let protocol = |detail: String| HarnessError::NodeProtocol { detail };
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+        let (end_tx, end_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("renewal".into())
+            .spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+                let _ = handle_tx.send(rt.handle().clone());
+                rt.block_on(async {
+                    let _ = end_rx.await;
                 });
-            }
-            match outcome {
-                Outcome::Finished(collection) => {
-                    self.emitter.emit(EventKind::SyncFinished {
-                        token: token.clone(),
-                        fence: guard.fence(),
-                        collection,
-                    });
-                }
-                Outcome::Aborted { lost, reason } => {
-                    self.emitter.emit(EventKind::RoundAborted { token: token.clone(), lost, reason })
-                }
-            }
-            let outcome = match guard.release().await {
-                Ok(r) => format!("{r:?}").to_lowercase(),
-                Err(e) => format!("error: {e}"),
-            };
-            self.emitter.emit(EventKind::Released { token, outcome });
-            tokio::select! {
-                () = self.stop.cancelled() => {}
-                () = tokio::time::sleep(Duration::from_millis(self.cfg.pipeline.pause_ms)) => {}
-            }
-        }
-    }
-
-    /// Connects to Redis (retrying until stopped) and builds the lease client.
-    async fn connect(&self) -> Option<LeaseClient<redis::aio::ConnectionManager>> {
-        let l = &self.cfg.lease;
-        let config = (self.variant.configure)(
-            LeaseConfig::scaled(Duration::from_millis(l.ttl_ms))
-                .with_renew_interval(Duration::from_millis(l.renew_ms))
-                .with_acquire_wait(Duration::from_millis(l.acquire_wait_ms))
-                .with_command_timeout(Duration::from_millis(l.command_timeout_ms)),
-        );
-        let client = match redis::Client::open(self.cfg.redis_url.as_str()) {
-            Ok(c) => c,
-            // redis-rs's parse errors do not echo the URL, so no password reaches the history.
-            Err(e) => {
-                self.emitter.emit(EventKind::Error { message: format!("bad Redis URL: {e}") });
-                return None;
-            }
-        };
-        // Bounded by `stop`.
-        loop {
-            let manager = tokio::select! {
-                () = self.stop.cancelled() => return None,
-                m = tokio::time::timeout(Duration::from_millis(l.ttl_ms.max(1000)), client.get_connection_manager()) => m,
-            };
-            match manager {
-                Ok(Ok(conn)) => {
-                    let tokens = match UniqueTokens::new(self.cfg.node.clone(), self.cfg.incarnation) {
-                        Ok(t) => t,
-                        Err(e) => {
-                            self.emitter.emit(EventKind::Error { message: e.to_string() });
-                            return None;
-                        }
-                    };
-                    let emitter = self.emitter.clone();
-                    let observer = move |e: &LeaseEvent| match e {
-                        LeaseEvent::Renewed { token, sent_at, .. } => emitter
-                            .emit(EventKind::Renewed { token: token.to_string(), sent_ns: Some(instant_ns(*sent_at)) }),
-                        LeaseEvent::Lost { token, loss } => emitter.emit(EventKind::OwnershipLost {
-                            token: token.to_string(),
-                            reason: loss.reason.kind().to_owned(),
-                            checkpoint: loss.checkpoint.as_deref().and_then(checkpoint_number),
-                        }),
-                    };
-                    return match LeaseClient::new(conn, config, tokens) {
-                        Ok(c) => Some(
-                            c.with_spawner(self.renewal.clone())
-                                .with_jitter_seed(self.cfg.seed)
-                                .with_observer(observer),
-                        ),
-                        Err(e) => {
-                            self.emitter.emit(EventKind::Error { message: e.to_string() });
-                            None
-                        }
-                    };
-                }
-                Ok(Err(e)) => self.emitter.emit(EventKind::Error { message: format!("cannot connect to Redis: {e}") }),
-                Err(_) => self.emitter.emit(EventKind::Error { message: "cannot connect to Redis: timed out".into() }),
-            }
-            tokio::select! {
-                () = self.stop.cancelled() => return None,
-                () = tokio::time::sleep(Duration::from_millis(500)) => {}
-            }
-        }
-    }
-
-    async fn round(&mut self, guard: &Guard, token: &str) -> Outcome {
-        let p = self.cfg.pipeline.clone();
-        self.lost = guard.lost_token();
-        self.pending_sync = None;
-        let mut fence = guard.fence();
-        if self.cfg.fence_source == FenceSource::Store {
-            match self.call(guard, StoreOp::BeginEpoch, token, 0, None, 0).await {
-                Ok(v) => fence = v["fence"].as_u64().unwrap_or(0),
-                Err(o) => return o,
-            }
-        }
-        if let Err(o) = self.work(guard, Duration::from_millis(p.prepare_ms)).await {
-            return o;
-        }
-        if let Err(o) = self.checkpoint(guard, token, 1).await {
-            return o;
-        }
-        for batch in 0..p.batches {
-            if let Err(o) = self.hold().await {
-                return o;
-            }
-            // New work starts only while the lease is locally valid.
-            let decided_ns = match guard.still_valid() {
-                Ok(at) => Some(instant_ns(at)),
-                Err(e) => return aborted(e.is_lost(), e.to_string()),
-            };
-            let began = std::time::Instant::now();
-            let extra = self.slow_model.load(Ordering::Relaxed);
-            if let Err(o) = self.work(guard, Duration::from_millis(p.embed_ms + extra)).await {
-                return o;
-            }
-            let ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.emitter.emit(EventKind::ModelCall { token: token.into(), batch, ms, decided_ns });
-            if batch + 1 < p.batches {
-                if let Err(o) = self.checkpoint(guard, token, 2).await {
-                    return o;
-                }
-            }
-        }
-        if let Err(o) = self.checkpoint(guard, token, 3).await {
-            return o;
-        }
-        let view = self.tenant_view().await.unwrap_or(Value::Null);
-        let previous = view["alias"].as_str().map(str::to_owned);
-        let leftovers: Vec<String> = view["collections"]
-            .as_array()
-            .map(|cs| {
-                cs.iter().filter(|c| c["live"] == false).filter_map(|c| c["name"].as_str().map(str::to_owned)).collect()
             })
-            .unwrap_or_default();
-        for name in leftovers {
-            if let Err(o) = self.call_tolerating(guard, StoreOp::DropCollection, token, fence, &name, &[404]).await {
-                return o;
-            }
-        }
-        let name = format!(
-            "{}-f{}-{}-i{}-r{}",
-            self.cfg.tenant,
-            fence,
-            self.cfg.node,
-            self.cfg.incarnation,
-            self.emitter.round.load(Ordering::Relaxed)
-        );
-        if let Err(o) = self.call(guard, StoreOp::CreateCollection, token, fence, Some(&name), 0).await {
-            return o;
-        }
-        if let Err(o) = self.checkpoint(guard, token, 4).await {
-            return o;
-        }
-        for _ in 0..p.batches {
-            if let Err(o) = self.call(guard, StoreOp::Upsert, token, fence, Some(&name), u64::from(p.batch_size)).await
-            {
-                return o;
-            }
-        }
-        if let Err(o) = self.checkpoint(guard, token, 5).await {
-            return o;
-        }
-        if let Err(o) = self.call(guard, StoreOp::SwitchAlias, token, fence, Some(&name), 0).await {
-            return o;
-        }
-        for n in [6, 7] {
-            if let Err(o) = self.checkpoint(guard, token, n).await {
-                return o;
-            }
-        }
-        if let Err(o) = self.call(guard, StoreOp::PersistRecord, token, fence, Some(&name), 0).await {
-            return o;
-        }
-        if let Some(old) = previous.filter(|old| *old != name) {
-            if let Err(o) = self.call_tolerating(guard, StoreOp::DropCollection, token, fence, &old, &[404, 409]).await
-            {
-                return o;
-            }
-        }
-        Outcome::Finished(name)
-    }
-
-    /// Wall-time work that ownership loss (or stop) cancels at once.
-    async fn work(&mut self, guard: &Guard, d: Duration) -> Result<(), Outcome> {
-        self.hold().await?;
-        tokio::select! {
-            biased;
-            () = self.stop.cancelled() => Err(aborted(false, "stopped")),
-            loss = guard.lost() => Err(aborted(true, loss.reason.kind())),
-            () = tokio::time::sleep(d) => Ok(()),
-        }
-    }
-
-    async fn checkpoint(&mut self, guard: &Guard, token: &str, n: u8) -> Result<(), Outcome> {
-        self.hold().await?;
-        if self.cfg.pipeline.checkpoints.contains(&n) {
-            match guard.ensure_owned_at(checkpoint_name(n)).await {
-                Ok(decided) => {
-                    // The loss can land between the check and this line: then the check counts
-                    // as failed (the loss is sticky), never as passed after the loss.
-                    let decided_ns = Some(instant_ns(decided));
-                    let passed = EventKind::CheckpointPassed { token: token.into(), number: n, decided_ns };
-                    if !self.emitter.emit_unless_lost(&self.lost, passed) {
-                        let reason = format!("ownership lost right after checkpoint {n} checked");
-                        self.emitter.emit(EventKind::CheckpointFailed {
-                            token: token.into(),
-                            number: n,
-                            reason: reason.clone(),
-                        });
-                        return Err(aborted(true, reason));
-                    }
-                }
-                Err(e) => {
-                    self.emitter.emit(EventKind::CheckpointFailed {
-                        token: token.into(),
-                        number: n,
-                        reason: e.to_string(),
-                    });
-                    return Err(aborted(e.is_lost(), e.to_string()));
-                }
-            }
-        }
-        if self.cfg.pipeline.sync_points.contains(&n) {
-            self.pending_sync = Some((n, token.to_owned()));
-        }
-        Ok(())
-    }
-
-    /// Holds at a pending sync point: says `sync_point` and waits for its `go`. Called before the
-    /// step that follows the checkpoint; before a store call, after `store_call_sent`, so that the
-    /// hold is a pause between a passed check and a write the node has committed to.
-    async fn hold(&mut self) -> Result<(), Outcome> {
-        let Some((n, token)) = self.pending_sync.take() else { return Ok(()) };
-        self.emitter.emit(EventKind::SyncPoint { token, number: n });
-        // Bounded by `stop`: waits for this checkpoint's go; other numbers are stale and dropped.
-        loop {
-            tokio::select! {
-                () = self.stop.cancelled() => return Err(aborted(false, "stopped")),
-                go = self.go.recv() => match go {
-                    Some(k) if k == n => return Ok(()),
-                    Some(_) => continue,
-                    None => return Err(aborted(false, "stopped")),
-                },
-            }
-        }
-    }
-
-    async fn tenant_view(&self) -> Option<Value> {
-        let path = format!("/v1/tenants/{}", self.cfg.tenant);
-        let timeout = Duration::from_millis(self.cfg.pipeline.store_timeout_ms);
-        let (status, body) =
-            tokio::time::timeout(timeout, exchange(&self.cfg.store_addr, "GET", &path, None)).await.ok()?.ok()?;
-        (status == 200).then(|| serde_json::from_str(&body).ok()).flatten()
-    }
-
-    async fn call_tolerating(
-        &mut self,
-        guard: &Guard,
-        op: StoreOp,
-        token: &str,
-        fence: u64,
-        name: &str,
-        ok: &[u16],
-    ) -> Result<(), Outcome> {
-        match self.call_status(guard, op, token, fence, Some(name), 0).await {
-            Ok(_) => Ok(()),
-            Err((Some(status), _)) if ok.contains(&status) => Ok(()),
-            Err((_, o)) => Err(o),
-        }
-    }
-
-    async fn call(
-        &mut self,
-        guard: &Guard,
-        op: StoreOp,
-        token: &str,
-        fence: u64,
-        collection: Option<&str>,
-        points: u64,
-    ) -> Result<Value, Outcome> {
-        self.call_status(guard, op, token, fence, collection, points).await.map_err(|(_, o)| o)
-    }
-
-    /// One store call with its sent / acked / rejected / unknown events.
-    async fn call_status(
-        &mut self,
-        guard: &Guard,
-        op: StoreOp,
-        token: &str,
-        fence: u64,
-        collection: Option<&str>,
-        points: u64,
-    ) -> Result<Value, (Option<u16>, Outcome)> {
-        self.call += 1;
-        let call = self.call;
-        let body = json!({
-            "tenant": self.cfg.tenant, "node": self.cfg.node, "token": token, "fence": fence,
-            "call": call, "collection": collection, "points": points,
-        });
-        // The loss token is the round's cancellation: a node that knows it lost, or whose local
-        // validity ran out, starts no store call, checkpoint or not (a call already on its way
-        // is the fence's to stop).
-        let decided_ns = match guard.still_valid() {
-            Ok(at) => Some(instant_ns(at)),
-            Err(e) => return Err((None, aborted(e.is_lost(), format!("before store call {op:?}: {e}")))),
-        };
-        let sent = EventKind::StoreCallSent { token: token.into(), fence, op, call, decided_ns };
-        if !self.emitter.emit_unless_lost(&self.lost, sent) {
-            return Err((None, aborted(true, format!("ownership lost before store call {op:?}"))));
-        }
-        self.in_flight = Some((token.into(), call));
-        self.hold().await.map_err(|o| (None, o))?;
-        let timeout = Duration::from_millis(self.cfg.pipeline.store_timeout_ms);
-        let answer =
-            tokio::time::timeout(timeout, exchange(&self.cfg.store_addr, "POST", op_path(op), Some(body.to_string())))
-                .await;
-        self.in_flight = None;
-        let unknown = |emitter: &Emitter, detail: String| {
-            emitter.emit(EventKind::StoreCallUnknown { token: token.into(), call, detail: detail.clone() });
-            (None, aborted(false, format!("store call {op:?} outcome unknown: {detail}")))
-        };
-        match answer {
-            Ok(Ok((200, text))) => {
-                self.emitter.emit(EventKind::StoreCallAcked { token: token.into(), call });
-                Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
-            }
-            Ok(Ok((status, text))) => {
-                let reason = serde_json::from_str::<Value>(&text)
-                    .ok()
-                    .and_then(|v| v["error"].as_str().map(str::to_owned))
-                    .unwrap_or(text);
-                self.emitter.emit(EventKind::StoreCallRejected { token: token.into(), call, reason: reason.clone() });
-                Err((Some(status), aborted(false, format!("store rejected {op:?}: {reason}"))))
-            }
-            Ok(Err(ExchangeError::Connect(e))) => Err(unknown(&self.emitter, format!("not delivered: {e}"))),
-            Ok(Err(e)) => Err(unknown(&self.emitter, e.to_string())),
-            Err(_) => Err(unknown(&self.emitter, format!("no answer within {} ms", timeout.as_millis()))),
-        }
+            .map_err(|e| protocol(format!("cannot start the renewal thread: {e}")))?;
+        let renewal = handle_rx.recv().map_err(|_| protocol("the renewal thread did not start".into()))?;
+        // redis-rs's parse errors do not echo the URL, so no password reaches the history.
+        let redis = redis::Client::open(redis_url).map_err(|e| format!("bad Redis URL: {e}"));
+        Ok((Self { redis, store_addr: store_addr.to_owned(), renewal }, thread, end_tx))
     }
 }
 
-/// The number of the checkpoint named `name`.
-fn checkpoint_number(name: &str) -> Option<u8> {
-    CHECKPOINTS.iter().find(|(_, n)| *n == name).map(|(k, _)| *k)
+impl NodeEnv for ProcessEnv {
+    type Conn = redis::aio::ConnectionManager;
+    type Tokens = UniqueTokens;
+
+    fn now_ns(&self) -> u64 {
+        mono_ns()
+    }
+
+    fn instant_ns(&self, at: tokio::time::Instant) -> u64 {
+        instant_ns(at)
+    }
+
+    async fn connect(&self) -> Result<Self::Conn, String> {
+        let client = self.redis.as_ref().map_err(Clone::clone)?;
+        client.get_connection_manager().await.map_err(|e| e.to_string())
+    }
+
+    fn renewal(&self) -> impl redis_lease::Spawn {
+        self.renewal.clone()
+    }
+
+    fn stall_renewal(&self, ms: u64) {
+        // Blocks the renewal runtime's only thread: renewal freezes, the rest runs.
+        drop(self.renewal.spawn(async move { std::thread::sleep(Duration::from_millis(ms)) }));
+    }
+
+    async fn store(
+        &self,
+        method: &'static str,
+        path: String,
+        body: Option<String>,
+    ) -> Result<(u16, String), StoreFailure> {
+        exchange(&self.store_addr, method, &path, body).await.map_err(|e| match e {
+            ExchangeError::Connect(e) => StoreFailure::NotDelivered(e.to_string()),
+            other => StoreFailure::NoAnswer(other.to_string()),
+        })
+    }
+
+    fn tokens(&self, node: &str, incarnation: u64) -> Result<UniqueTokens, LeaseError> {
+        UniqueTokens::new(node.to_owned(), incarnation)
+    }
 }
