@@ -188,6 +188,7 @@ pub(crate) async fn timed<T>(
 ) -> Option<T> {
     let deadline = clock.now() + budget;
     tokio::select! {
+        biased;
         // Cancel-safety: dropping either branch drops a Redis request future; the connection
         // stays usable, and the caller treats the outcome as unknown.
         out = fut => Some(out),

@@ -173,6 +173,7 @@ pub async fn run<E: NodeEnv>(
         })
     };
     tokio::select! {
+        biased;
         () = started.cancelled() => {}
         () = stop.cancelled() => {}
     }
@@ -238,6 +239,7 @@ impl<E: NodeEnv> Node<E> {
             self.emitter.round.fetch_add(1, Ordering::Relaxed);
             self.emitter.emit(EventKind::AcquireAttempt);
             let acquired = tokio::select! {
+                biased;
                 () = self.stop.cancelled() => break,
                 g = lease.acquire(&self.cfg.tenant) => g,
             };
@@ -277,6 +279,7 @@ impl<E: NodeEnv> Node<E> {
             };
             self.emitter.emit(EventKind::Released { token, outcome });
             tokio::select! {
+                biased;
                 () = self.stop.cancelled() => {}
                 () = tokio::time::sleep(Duration::from_millis(self.cfg.pipeline.pause_ms)) => {}
             }
@@ -295,6 +298,7 @@ impl<E: NodeEnv> Node<E> {
         // Bounded by `stop`.
         loop {
             let conn = tokio::select! {
+                biased;
                 () = self.stop.cancelled() => return None,
                 c = tokio::time::timeout(Duration::from_millis(l.ttl_ms.max(1000)), self.env.connect()) => c,
             };
@@ -304,6 +308,7 @@ impl<E: NodeEnv> Node<E> {
                 Err(_) => self.emitter.emit(EventKind::Error { message: "cannot connect to Redis: timed out".into() }),
             }
             tokio::select! {
+                biased;
                 () = self.stop.cancelled() => return None,
                 () = tokio::time::sleep(Duration::from_millis(500)) => {}
             }
@@ -492,6 +497,7 @@ impl<E: NodeEnv> Node<E> {
         // Bounded by `stop`: waits for this checkpoint's go; other numbers are stale and dropped.
         loop {
             tokio::select! {
+                biased;
                 () = self.stop.cancelled() => return Err(aborted(false, "stopped")),
                 go = self.go.recv() => match go {
                     Some(k) if k == n => return Ok(()),

@@ -88,6 +88,8 @@ struct State {
 pub struct Store {
     policy: StorePolicy,
     state: Mutex<State>,
+    /// The audit records' stamps: CLOCK_MONOTONIC, or a simulation's virtual clock.
+    stamp: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
 /// The answer to one request.
@@ -104,7 +106,14 @@ impl Store {
     pub fn new(policy: StorePolicy, audit_file: Option<&Path>) -> std::io::Result<Self> {
         let file = audit_file.map(File::create).transpose()?.map(BufWriter::new);
         let state = State { seq: 0, tenants: BTreeMap::new(), collections: BTreeMap::new(), audit: Vec::new(), file };
-        Ok(Self { policy, state: Mutex::new(state) })
+        Ok(Self { policy, state: Mutex::new(state), stamp: Arc::new(mono_ns) })
+    }
+
+    /// Stamps audit records with `stamp` (a simulation's clock) instead of CLOCK_MONOTONIC.
+    #[must_use]
+    pub fn with_stamp(mut self, stamp: Arc<dyn Fn() -> u64 + Send + Sync>) -> Self {
+        self.stamp = stamp;
+        self
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -121,7 +130,7 @@ impl Store {
         st.seq += 1;
         let record = AuditRecord {
             seq: st.seq,
-            mono_ns: mono_ns(),
+            mono_ns: (self.stamp)(),
             tenant: req.tenant.clone(),
             node: req.node.clone(),
             token: req.token.clone(),
@@ -341,31 +350,39 @@ async fn handle(store: Arc<Store>, req: Request<Incoming>) -> Result<Response<Fu
         Ok(b) => b.to_bytes(),
         Err(e) => return Ok(reply(400, &json!({ "error": format!("bad body: {e}") }))),
     };
-    let answer = match (method.as_str(), path.as_str()) {
-        ("GET", "/v1/health") => reply(200, &json!({ "ok": true, "audit_seq": store.audit_seq() })),
+    let (status, text, ndjson) = route(&store, method.as_str(), &path, query.as_deref(), &body);
+    let mut r = Response::new(Full::new(Bytes::from(text)));
+    *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let kind = if ndjson { "application/x-ndjson" } else { "application/json" };
+    r.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static(kind));
+    Ok(r)
+}
+
+/// One request to the store, without HTTP: status, body, and whether the body is JSON lines (the
+/// audit log). The HTTP shell and the simulation's store link both answer through this.
+pub fn route(store: &Store, method: &str, path: &str, query: Option<&str>, body: &[u8]) -> (u16, String, bool) {
+    let json = |status: u16, v: Value| (status, v.to_string(), false);
+    match (method, path) {
+        ("GET", "/v1/health") => json(200, json!({ "ok": true, "audit_seq": store.audit_seq() })),
         ("GET", "/v1/audit") => {
-            let after =
-                query.as_deref().and_then(|q| q.strip_prefix("after=")).and_then(|n| n.parse().ok()).unwrap_or(0);
+            let after = query.and_then(|q| q.strip_prefix("after=")).and_then(|n| n.parse().ok()).unwrap_or(0);
             let lines: String =
                 store.audit_after(after).iter().map(|r| serde_json::to_string(r).unwrap_or_default() + "\n").collect();
-            let mut r = Response::new(Full::new(Bytes::from(lines)));
-            r.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/x-ndjson"));
-            r
+            (200, lines, true)
         }
-        ("GET", p) if p.starts_with("/v1/tenants/") => reply(200, &store.tenant_view(&p["/v1/tenants/".len()..])),
+        ("GET", p) if p.starts_with("/v1/tenants/") => json(200, store.tenant_view(&p["/v1/tenants/".len()..])),
         ("POST", p) => match op_from_path(p) {
-            None => reply(404, &json!({ "error": format!("no such operation {p}") })),
-            Some(op) => match serde_json::from_slice::<StoreRequest>(&body) {
+            None => json(404, json!({ "error": format!("no such operation {p}") })),
+            Some(op) => match serde_json::from_slice::<StoreRequest>(body) {
                 Ok(r) => {
                     let a = store.apply(op, &r);
-                    reply(a.status, &a.body)
+                    json(a.status, a.body)
                 }
-                Err(e) => reply(400, &json!({ "error": format!("bad request body: {e}") })),
+                Err(e) => json(400, json!({ "error": format!("bad request body: {e}") })),
             },
         },
-        _ => reply(404, &json!({ "error": format!("no route {method} {path}") })),
-    };
-    Ok(answer)
+        _ => json(404, json!({ "error": format!("no route {method} {path}") })),
+    }
 }
 
 fn reply(status: u16, body: &Value) -> Response<Full<Bytes>> {

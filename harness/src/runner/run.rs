@@ -266,48 +266,13 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn node_config(&self, i: u32, incarnation: u64) -> NodeConfig {
-        let s = self.s;
         let redis_port = self.env.proxy_ports[(2 * (i - 1)) as usize];
         let store_port = self.env.proxy_ports[(2 * (i - 1) + 1) as usize];
-        NodeConfig {
-            protocol: PROTOCOL_VERSION_MIN,
-            protocol_max: Some(PROTOCOL_VERSION),
-            node: format!("n{i}"),
-            incarnation,
-            tenant: self.tenant.clone(),
+        let links = Links {
             redis_url: format!("redis://:{}@127.0.0.1:{redis_port}/", self.env.redis_password()),
             store_addr: format!("127.0.0.1:{store_port}"),
-            lease: LeaseTimings {
-                ttl_ms: s.lease.ttl_ms,
-                renew_ms: s.renew_ms(),
-                acquire_wait_ms: s.acquire_wait_ms(),
-                command_timeout_ms: s.command_timeout_ms(),
-            },
-            pipeline: PipelineShape {
-                batches: s.pipeline.batches,
-                batch_size: s.pipeline.batch_size,
-                embed_ms: s.pipeline.embed_ms,
-                prepare_ms: s.pipeline.prepare_ms,
-                checkpoints: s.pipeline.checkpoints.clone(),
-                sync_points: {
-                    let mut v: Vec<u8> = self
-                        .faults
-                        .iter()
-                        .filter_map(|f| match f.trigger() {
-                            Some(Trigger::Checkpoint(n)) => Some(n),
-                            _ => None,
-                        })
-                        .collect();
-                    v.sort_unstable();
-                    v.dedup();
-                    v
-                },
-                pause_ms: s.pipeline.pause_ms,
-                store_timeout_ms: (s.lease.ttl_ms * 2).max(2000),
-            },
-            fence_source: s.store.fence_source,
-            seed: self.seed ^ u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-        }
+        };
+        node_config(self.s, &self.faults, self.seed, &self.tenant, (i, incarnation), links)
     }
 
     fn spawn(&self, i: u32, incarnation: u64) -> Result<NodeProcess, HarnessError> {
@@ -474,25 +439,92 @@ async fn audit_seq(env: &Environment) -> Result<u64, HarnessError> {
 }
 
 fn header(ctx: &Ctx<'_>, opts: &RunOptions, audit_after: u64) -> Header {
-    let s = ctx.s;
+    let mut h = scenario_header(ctx.s, ctx.seed, &ctx.env.run_id, &ctx.tenant, mono_ns(), audit_after);
+    h.node_command = opts.node_cmd.clone().or_else(|| ctx.s.nodes.command.clone());
+    h
+}
+
+/// Where a node reaches Redis and the store.
+pub(crate) struct Links {
+    pub redis_url: String,
+    pub store_addr: String,
+}
+
+/// Node `i`'s configuration (incarnation `incarnation`) for scenario `s` with schedule `faults`:
+/// what the runner sends a node process and what the simulation hands its nodes.
+pub(crate) fn node_config(
+    s: &Scenario,
+    faults: &[Fault],
+    seed: u64,
+    tenant: &str,
+    (i, incarnation): (u32, u64),
+    links: Links,
+) -> NodeConfig {
+    let mut sync_points: Vec<u8> = faults
+        .iter()
+        .filter_map(|f| match f.trigger() {
+            Some(Trigger::Checkpoint(n)) => Some(n),
+            _ => None,
+        })
+        .collect();
+    sync_points.sort_unstable();
+    sync_points.dedup();
+    NodeConfig {
+        protocol: PROTOCOL_VERSION_MIN,
+        protocol_max: Some(PROTOCOL_VERSION),
+        node: format!("n{i}"),
+        incarnation,
+        tenant: tenant.to_owned(),
+        redis_url: links.redis_url,
+        store_addr: links.store_addr,
+        lease: LeaseTimings {
+            ttl_ms: s.lease.ttl_ms,
+            renew_ms: s.renew_ms(),
+            acquire_wait_ms: s.acquire_wait_ms(),
+            command_timeout_ms: s.command_timeout_ms(),
+        },
+        pipeline: PipelineShape {
+            batches: s.pipeline.batches,
+            batch_size: s.pipeline.batch_size,
+            embed_ms: s.pipeline.embed_ms,
+            prepare_ms: s.pipeline.prepare_ms,
+            checkpoints: s.pipeline.checkpoints.clone(),
+            sync_points,
+            pause_ms: s.pipeline.pause_ms,
+            store_timeout_ms: (s.lease.ttl_ms * 2).max(2000),
+        },
+        fence_source: s.store.fence_source,
+        seed: seed ^ u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    }
+}
+
+/// The history's header for a run of `s` with `seed` (the runner's and the simulation's).
+pub(crate) fn scenario_header(
+    s: &Scenario,
+    seed: u64,
+    run_id: &str,
+    tenant: &str,
+    started_ns: u64,
+    audit_after: u64,
+) -> Header {
     Header {
         version: HISTORY_VERSION,
-        run_id: ctx.env.run_id.clone(),
+        run_id: run_id.to_owned(),
         scenario: s.name.clone(),
-        seed: ctx.seed,
-        tenant: ctx.tenant.clone(),
+        seed,
+        tenant: tenant.to_owned(),
         policy: s.store.policy,
         fence_source: s.store.fence_source,
         expected: s.expected_failure(),
         liveness_bound_ms: s.liveness_bound_ms(),
         node_silence_ms: s.lease.ttl_ms * 4 + 5000,
         observer_gap_ms: 5000,
-        started_ns: mono_ns(),
+        started_ns,
         audit_after,
         renew_ms: Some(s.renew_ms()),
         ttl_ms: Some(s.lease.ttl_ms),
         waste_budget_ms: s.waste_budget_ms,
-        node_command: opts.node_cmd.clone().or_else(|| s.nodes.command.clone()),
+        node_command: s.nodes.command.clone(),
         clients_follow: s.nodes.follow_failovers,
         round_estimate_ms: Some(s.round_estimate_ms()),
     }

@@ -1,5 +1,14 @@
-//! The deterministic simulation (`leasequake sim`, docs/sim.md): the lease's and the node's real
-//! code in a world of virtual time, model Redis instances and a model store, under fault
-//! schedules drawn from one seed. So far: the Redis model (`redis`).
+//! The deterministic simulation (`leasequake sim`, docs/sim.md): the lease's and the reference
+//! node's real code (`job`) in a world of virtual time, model Redis instances (`redis`) and the
+//! real store's rules, one seed deciding everything. `world` runs one seed into a history the
+//! checker judges, as it judges a container run's.
 
+mod env;
+pub mod gate;
 pub mod redis;
+mod world;
+
+pub use world::{run_seed, SimRun};
+
+#[cfg(test)]
+mod tests;

@@ -26,7 +26,8 @@ impl ModelConnection {
         Self { instance, clock }
     }
 
-    fn run(&self, cmd: &Cmd) -> Value {
+    /// Runs `cmd` on the instance now, on its clock.
+    pub fn exec(&self, cmd: &Cmd) -> Value {
         let args: Vec<Vec<u8>> = cmd
             .args_iter()
             .map(|a| match a {
@@ -42,7 +43,7 @@ impl ModelConnection {
 
 impl ConnectionLike for ModelConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let reply = self.run(cmd);
+        let reply = self.exec(cmd);
         Box::pin(async move { Ok(reply) })
     }
 
@@ -52,7 +53,7 @@ impl ConnectionLike for ModelConnection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let replies: Vec<Value> = pipeline.cmd_iter().map(|c| self.run(c)).skip(offset).take(count).collect();
+        let replies: Vec<Value> = pipeline.cmd_iter().map(|c| self.exec(c)).skip(offset).take(count).collect();
         Box::pin(async move { Ok(replies) })
     }
 

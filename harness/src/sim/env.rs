@@ -1,0 +1,163 @@
+//! A simulated node's world: the virtual clock, a link to the model Redis and to the store (each
+//! way a fixed latency for now), renewal behind the node's gates, owner tokens drawn from the seed.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis_lease::{LeaseError, OwnerToken, TokenSource};
+use tokio::time::Instant;
+
+use super::gate::{Gate, GatedSpawner};
+use super::redis::conn::ModelConnection;
+use crate::job::{NodeEnv, StoreFailure};
+use crate::store::Store;
+
+/// Where the virtual clock starts on the nodes' monotonic axis, ns (stamps are never 0).
+const BASE_NS: u64 = 1_000_000_000;
+/// Where the Redis instances' wall clocks start, ms since the epoch (2026-06-01).
+pub(super) const BASE_UNIX_MS: u64 = 1_780_272_000_000;
+
+/// The virtual clock, read as every source in the history reads it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct VClock {
+    t0: Instant,
+}
+
+impl VClock {
+    pub fn start() -> Self {
+        Self { t0: Instant::now() }
+    }
+
+    /// Now on the monotonic axis, ns.
+    pub fn now_ns(&self) -> u64 {
+        self.at_ns(Instant::now())
+    }
+
+    /// `at` on the monotonic axis, ns.
+    pub fn at_ns(&self, at: Instant) -> u64 {
+        BASE_NS.saturating_add(u64::try_from(at.saturating_duration_since(self.t0).as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// A Redis instance's wall clock now, ms.
+    pub fn unix_ms(&self) -> u64 {
+        BASE_UNIX_MS.saturating_add(u64::try_from(self.t0.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// A stamp function for the store and the emitters.
+    pub fn stamp(self) -> Arc<dyn Fn() -> u64 + Send + Sync> {
+        Arc::new(move || self.now_ns())
+    }
+}
+
+/// One node's world.
+pub(super) struct SimEnv {
+    pub clock: VClock,
+    pub redis: ModelConnection,
+    pub store: Arc<Store>,
+    /// SIGSTOP and SIGCONT of the node.
+    pub node_gate: Arc<Gate>,
+    /// `stall_renewal`.
+    pub renewal_gate: Arc<Gate>,
+    /// Each way, on every link.
+    pub latency: Duration,
+    /// The incarnation's token nonce, from the seed.
+    pub nonce: u64,
+}
+
+impl NodeEnv for SimEnv {
+    type Conn = SimConn;
+    type Tokens = SimTokens;
+
+    fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    fn instant_ns(&self, at: Instant) -> u64 {
+        self.clock.at_ns(at)
+    }
+
+    async fn connect(&self) -> Result<SimConn, String> {
+        Ok(SimConn { model: self.redis.clone(), latency: self.latency })
+    }
+
+    fn renewal(&self) -> impl redis_lease::Spawn {
+        GatedSpawner { gates: vec![self.node_gate.clone(), self.renewal_gate.clone()] }
+    }
+
+    fn stall_renewal(&self, ms: u64) {
+        self.renewal_gate.shut_until(Instant::now() + Duration::from_millis(ms));
+    }
+
+    async fn store(
+        &self,
+        method: &'static str,
+        path: String,
+        body: Option<String>,
+    ) -> Result<(u16, String), StoreFailure> {
+        tokio::time::sleep(self.latency).await;
+        let (path, query) = path.split_once('?').map_or((path.as_str(), None), |(p, q)| (p, Some(q)));
+        let (status, text, _) =
+            crate::store::route(&self.store, method, path, query, body.unwrap_or_default().as_bytes());
+        tokio::time::sleep(self.latency).await;
+        Ok((status, text))
+    }
+
+    fn tokens(&self, node: &str, incarnation: u64) -> Result<SimTokens, LeaseError> {
+        Ok(SimTokens { prefix: format!("{node}/{incarnation}"), nonce: self.nonce, seq: Mutex::new(0) })
+    }
+}
+
+/// A node's Redis link: the request travels, runs atomically on the instance, the reply travels.
+#[derive(Clone)]
+pub(super) struct SimConn {
+    model: ModelConnection,
+    latency: Duration,
+}
+
+impl ConnectionLike for SimConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            tokio::time::sleep(self.latency).await;
+            let reply = self.model.exec(cmd);
+            tokio::time::sleep(self.latency).await;
+            Ok(reply)
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.latency).await;
+            let replies = pipeline.cmd_iter().map(|c| self.model.exec(c)).skip(offset).take(count).collect();
+            tokio::time::sleep(self.latency).await;
+            Ok(replies)
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+/// Owner tokens as the production source makes them (node, incarnation, sequence, nonce), the
+/// nonce drawn from the seed.
+pub(super) struct SimTokens {
+    prefix: String,
+    nonce: u64,
+    seq: Mutex<u64>,
+}
+
+impl TokenSource for SimTokens {
+    fn next_token(&self) -> OwnerToken {
+        let mut seq = self.seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let token = format!("{}/{}/{:016x}", self.prefix, *seq, self.nonce);
+        *seq += 1;
+        OwnerToken::from_string(token)
+    }
+}

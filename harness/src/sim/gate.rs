@@ -1,0 +1,81 @@
+//! A gate holds tasks still in virtual time, as SIGSTOP holds a process: while it is shut, every
+//! task behind it is pending (timers keep running and fire on reopening, as after SIGCONT). The
+//! simulation puts each node's tasks behind the node's gate (`pause`), and its renewal task behind
+//! a second one (`stall_renewal`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use tokio::time::{Instant, Sleep};
+
+/// Shut until an instant, or open.
+#[derive(Debug, Default)]
+pub struct Gate {
+    until: Mutex<Option<Instant>>,
+}
+
+impl Gate {
+    /// Shuts the gate until `until` (a later `shut` extends it, an earlier one does not shorten it).
+    pub fn shut_until(&self, until: Instant) {
+        let mut u = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        *u = Some(u.map_or(until, |old| old.max(until)));
+    }
+
+    /// When the gate opens, if it is shut now.
+    fn shut(&self) -> Option<Instant> {
+        let u = *self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        u.filter(|u| Instant::now() < *u)
+    }
+}
+
+/// A future behind gates: polled only while every gate is open.
+pub struct Gated<F> {
+    gates: Vec<Arc<Gate>>,
+    inner: Pin<Box<F>>,
+    wait: Option<Pin<Box<Sleep>>>,
+}
+
+impl<F: Future> Gated<F> {
+    /// `inner`, behind `gates`.
+    pub fn new(gates: Vec<Arc<Gate>>, inner: F) -> Self {
+        Self { gates, inner: Box::pin(inner), wait: None }
+    }
+}
+
+impl<F: Future> Future for Gated<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // Bounded: each turn either polls the inner future or waits for a gate to open.
+        loop {
+            let opens = self.gates.iter().filter_map(|g| g.shut()).max();
+            let Some(opens) = opens else {
+                self.wait = None;
+                return self.inner.as_mut().poll(cx);
+            };
+            let wait = self.wait.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(opens)));
+            if wait.deadline() != opens {
+                wait.as_mut().reset(opens);
+            }
+            match wait.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) => self.wait = None,
+            }
+        }
+    }
+}
+
+/// Spawns every task behind `gates` on the current runtime (a lease's renewal, a node's tasks).
+#[derive(Clone)]
+pub struct GatedSpawner {
+    /// The gates.
+    pub gates: Vec<Arc<Gate>>,
+}
+
+impl redis_lease::Spawn for GatedSpawner {
+    fn spawn(&self, task: redis_lease::BoxFuture) {
+        drop(tokio::spawn(Gated::new(self.gates.clone(), task)));
+    }
+}
