@@ -105,6 +105,12 @@ enum Command {
         #[arg(long, value_parser = parse_duration)]
         max_duration: Option<Duration>,
     },
+    /// Run seeds in the deterministic simulation (docs/sim.md): the lease's and the reference
+    /// node's real code on virtual time, model Redis and store, one seed deciding everything; a
+    /// scenario file gives the configuration. Prints seeds/min and the verdict counts, keeps every
+    /// failing seed (and one passing sample) with the command that replays it. Exit 0 all passed,
+    /// 1 a seed failed, 2 bad input, 3 inconclusive or interrupted.
+    Sim(SimArgs),
     /// List scenarios (files or directories) with their one-line descriptions; exit 2 if any is
     /// invalid, naming file, line and field.
     List {
@@ -181,6 +187,31 @@ struct DemoArgs {
     /// Take fences from the store (`begin epoch`) instead of the lease's Redis counter.
     #[arg(long)]
     store_fences: bool,
+}
+
+#[derive(clap::Args)]
+struct SimArgs {
+    /// Run this many seeds (FIRST-SEED, FIRST-SEED+1, ...).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), conflicts_with = "seed")]
+    seeds: u64,
+    /// Run this one seed (prints its history's hash; a replay).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The first seed of --seeds.
+    #[arg(long, default_value_t = 1)]
+    first_seed: u64,
+    /// The scenario whose configuration the seeds run (default scenarios/sim/recommended.toml).
+    #[arg(long)]
+    scenario: Option<std::path::PathBuf>,
+    /// Virtual seconds per seed.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(5..=3600))]
+    virtual_s: u64,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
+    workers: Option<u64>,
+    /// Where kept seeds go.
+    #[arg(long, default_value = "reports-out")]
+    report_dir: std::path::PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -414,6 +445,7 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Repro { dir, report_dir, node_cmd, run_recorded_command } => {
             Ok(suite::repro::run(suite::repro::Request { dir, report_dir, node_cmd, run_recorded_command }).await?)
         }
+        Command::Sim(args) => sim_command(args).await,
         Command::List { paths } => list_command(paths).await,
         Command::Doctor => doctor_command().await,
         Command::Clean { images } => clean_command(images).await,
@@ -535,6 +567,27 @@ async fn bench_command(
     std::fs::write(&out, serde_json::to_vec_pretty(&json)?)?;
     println!("written to {}", out.display());
     Ok(Exit::Passed)
+}
+
+async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
+    let (first, count) = args.seed.map_or((args.first_seed, args.seeds), |s| (s, 1));
+    let workers =
+        args.workers.map_or_else(|| std::thread::available_parallelism().map_or(1, usize::from), |w| w as usize);
+    let req = leasequake::sim::seeds::Request {
+        scenario: args.scenario.unwrap_or_else(|| leasequake::sim::seeds::default_scenario().to_path_buf()),
+        first,
+        count,
+        virtual_s: args.virtual_s,
+        workers: workers.min(usize::try_from(count).unwrap_or(usize::MAX)),
+        report_dir: args.report_dir,
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        suite::terminated().await;
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    Ok(tokio::task::spawn_blocking(move || leasequake::sim::seeds::run(&req, &stop)).await??)
 }
 
 async fn list_command(paths: Vec<std::path::PathBuf>) -> anyhow::Result<Exit> {

@@ -6,6 +6,7 @@
 mod env;
 pub mod gate;
 pub mod redis;
+pub mod seeds;
 mod world;
 
 pub use world::{run_seed, SimRun};

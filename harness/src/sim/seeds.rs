@@ -1,0 +1,251 @@
+//! `leasequake sim`: many seeds over one scenario's configuration, split across worker threads,
+//! each seed's history judged in memory; failing seeds (and one passing sample) kept as run
+//! directories of a suite, with the command that replays each. Ctrl-C stops between seeds with
+//! the counts so far.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use leasequake_reports::history::HistoryLine;
+use leasequake_reports::suite::ScenarioRun;
+use leasequake_reports::{escaped, Verdict};
+use sha2::{Digest, Sha256};
+
+use super::world::{run_seed, SimRun};
+use crate::error::HarnessError;
+use crate::exit::Exit;
+use crate::report::SuiteDir;
+use crate::scenario::Scenario;
+
+/// What `leasequake sim` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The scenario whose configuration (nodes, lease, pipeline, store) every seed runs.
+    pub scenario: PathBuf,
+    /// The seeds: `first..first + count`.
+    pub first: u64,
+    /// How many.
+    pub count: u64,
+    /// Virtual seconds per seed.
+    pub virtual_s: u64,
+    /// Worker threads.
+    pub workers: usize,
+    /// Where kept seeds go.
+    pub report_dir: PathBuf,
+}
+
+/// The verdict counts of a batch of seeds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Seeds whose every property held.
+    pub pass: u64,
+    /// Seeds with a violated property.
+    pub fail: u64,
+    /// Seeds that proved nothing.
+    pub inconclusive: u64,
+}
+
+/// One seed's outcome as a worker hands it back.
+struct Done {
+    seed: u64,
+    run: Result<SimRun, HarnessError>,
+}
+
+/// Runs the request; prints a line per finding and the totals.
+pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> {
+    let scenario = crate::scenario::load(&req.scenario).map_err(|e| HarnessError::usage(e.to_string()))?;
+    crate::suite::usable_report_dir(&req.report_dir)?;
+    let started = Instant::now();
+    let (tx, rx) = mpsc::sync_channel::<Done>(64);
+    let workers = req.workers.clamp(1, 64);
+    let handles: Vec<_> = (0..workers)
+        .map(|w| {
+            let (tx, scenario, stop, req) = (tx.clone(), scenario.clone(), stop.clone(), req.clone());
+            std::thread::spawn(move || {
+                // Worker w takes every workers-th seed.
+                let mine = (0..req.count).filter(|k| k % workers as u64 == w as u64);
+                for k in mine {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let seed = req.first.wrapping_add(k);
+                    if tx.send(Done { seed, run: run_seed(&scenario, seed, req.virtual_s) }).is_err() {
+                        return;
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut keeper = Keeper::new(req, &scenario)?;
+    let mut counts = Counts::default();
+    for done in rx {
+        keeper.take(done, &mut counts)?;
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    let took = started.elapsed().as_secs_f64();
+    let seeds = counts.pass + counts.fail + counts.inconclusive;
+    let stopped = (seeds < req.count).then(|| format!("interrupted after {seeds} of {} seeds", req.count));
+    let page = keeper.finish(stopped.clone())?;
+    print_totals(req, counts, seeds, took, stopped.as_deref());
+    if let Some(page) = page {
+        println!("report: {}", page.display());
+    }
+    Ok(match (counts.fail, counts.inconclusive, stopped) {
+        (f, _, _) if f > 0 => Exit::Failed,
+        (_, i, _) if i > 0 => Exit::Inconclusive,
+        (_, _, Some(_)) => Exit::Inconclusive,
+        _ => Exit::Passed,
+    })
+}
+
+fn print_totals(req: &Request, c: Counts, seeds: u64, took_s: f64, stopped: Option<&str>) {
+    let per_min = if took_s > 0.0 { seeds as f64 * 60.0 / took_s } else { 0.0 };
+    let ratio = if took_s > 0.0 { (seeds * req.virtual_s) as f64 / took_s } else { 0.0 };
+    if let Some(why) = stopped {
+        println!("stopped: {why}");
+    }
+    println!(
+        "{seeds} seeds of {} virtual s in {took_s:.1} s on {} workers: {per_min:.0} seeds/min, virtual/wall {ratio:.0}x",
+        req.virtual_s, req.workers
+    );
+    println!("PASS {}  FAIL {}  INCONCLUSIVE {}", c.pass, c.fail, c.inconclusive);
+}
+
+/// Keeps failing seeds and one passing sample as run directories of a suite.
+struct Keeper<'a> {
+    req: &'a Request,
+    scenario: &'a Scenario,
+    suite: Option<SuiteDir>,
+    sampled: bool,
+}
+
+impl<'a> Keeper<'a> {
+    fn new(req: &'a Request, scenario: &'a Scenario) -> Result<Self, HarnessError> {
+        Ok(Self { req, scenario, suite: None, sampled: false })
+    }
+
+    fn take(&mut self, done: Done, counts: &mut Counts) -> Result<(), HarnessError> {
+        let run = match done.run {
+            Ok(r) => r,
+            Err(e) => {
+                counts.inconclusive += 1;
+                println!("INCONCLUSIVE  seed {:<20} the world could not be built: {e}", done.seed);
+                return Ok(());
+            }
+        };
+        let verdict = run.result.verdict;
+        match verdict {
+            Verdict::Pass => counts.pass += 1,
+            Verdict::Fail => counts.fail += 1,
+            Verdict::Inconclusive => counts.inconclusive += 1,
+        }
+        let single = self.req.count == 1;
+        if single {
+            println!("seed {} history {}", done.seed, history_hash(&run.lines));
+        }
+        let sample = verdict == Verdict::Pass && !self.sampled;
+        if verdict != Verdict::Pass || sample || single {
+            self.sampled |= sample;
+            let dir = self.keep(done.seed, &run)?;
+            if verdict != Verdict::Pass {
+                let finding =
+                    run.result.properties.iter().find(|p| p.status == leasequake_reports::PropertyStatus::Violated);
+                let said = finding
+                    .map_or_else(|| run.result.inconclusive.join("; "), |p| format!("{}: {}", p.name, p.sentence));
+                println!(
+                    "{:<13} seed {:<20} {}  [{}]",
+                    format!("{verdict:?}").to_uppercase(),
+                    done.seed,
+                    escaped(&said),
+                    dir.display()
+                );
+                println!("  replay: {}", self.replay(done.seed));
+            }
+        }
+        Ok(())
+    }
+
+    /// The command that replays `seed` exactly.
+    fn replay(&self, seed: u64) -> String {
+        format!(
+            "leasequake sim --seed {seed} --scenario {} --virtual-s {}",
+            self.req.scenario.display(),
+            self.req.virtual_s
+        )
+    }
+
+    /// Writes the seed's history, verdicts and scenario into the suite's next run directory.
+    fn keep(&mut self, seed: u64, run: &SimRun) -> Result<PathBuf, HarnessError> {
+        if self.suite.is_none() {
+            self.suite = Some(SuiteDir::create(&self.req.report_dir)?);
+        }
+        let repro = self.replay(seed);
+        let Some(suite) = self.suite.as_mut() else { return Ok(PathBuf::new()) };
+        let dir = suite.next_run_dir(&format!("{}-seed-{seed}", self.scenario.name));
+        std::fs::create_dir_all(&dir).map_err(HarnessError::io(format!("creating {}", dir.display())))?;
+        crate::history::write(&dir.join(crate::history::HISTORY_FILE), &run.lines)?;
+        let json = serde_json::to_vec_pretty(&run.result)
+            .map_err(|e| HarnessError::History { path: dir.clone(), detail: e.to_string() })?;
+        crate::history::write_atomically(&dir.join(crate::history::VERDICTS_FILE), &json)?;
+        let _ = std::fs::copy(&self.req.scenario, dir.join("scenario.toml"));
+        suite.add(
+            ScenarioRun {
+                name: self.scenario.name.clone(),
+                file: self.req.scenario.display().to_string(),
+                description: format!("simulated, {} virtual s", self.req.virtual_s),
+                seed,
+                dir: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                took_s: 0.0,
+                config: Default::default(),
+                expected: self.scenario.expected_failure(),
+                result: Some(run.result.clone()),
+                error: None,
+                repro,
+                extended_ms: None,
+            },
+            &Default::default(),
+        );
+        Ok(dir)
+    }
+
+    fn finish(&mut self, stopped: Option<String>) -> Result<Option<PathBuf>, HarnessError> {
+        self.suite.as_mut().map(|s| s.finish(stopped)).transpose()
+    }
+}
+
+/// A history's hash for comparing replays: SHA-256 over every line but the header's run id and
+/// the snapshot's versions and seal (both name the build, not the run).
+#[must_use]
+pub fn history_hash(lines: &[HistoryLine]) -> String {
+    let mut h = Sha256::new();
+    for line in lines {
+        let line = match line {
+            HistoryLine::Header(hd) => {
+                let mut hd = hd.clone();
+                hd.run_id.clear();
+                HistoryLine::Header(hd)
+            }
+            HistoryLine::Snapshot(s) => {
+                let mut s = s.clone();
+                s.versions.clear();
+                s.seal = None;
+                HistoryLine::Snapshot(s)
+            }
+            other => other.clone(),
+        };
+        h.update(serde_json::to_string(&line).unwrap_or_default().as_bytes());
+        h.update(b"\n");
+    }
+    format!("{:x}", h.finalize())
+}
+
+/// Where `leasequake sim` reads its default scenario.
+#[must_use]
+pub fn default_scenario() -> &'static Path {
+    Path::new("scenarios/sim/recommended.toml")
+}
