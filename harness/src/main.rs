@@ -212,6 +212,9 @@ struct SimArgs {
     /// Where kept seeds go.
     #[arg(long, default_value = "reports-out")]
     report_dir: std::path::PathBuf,
+    /// Run a flawed lease (the self-test build only: target/flawed/debug/leasequake).
+    #[arg(long)]
+    flaw: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -403,10 +406,11 @@ fn node_variant(flaw: Option<&str>) -> anyhow::Result<leasequake::node::Variant>
 }
 
 async fn dispatch(command: Command) -> anyhow::Result<Exit> {
-    if cfg!(feature = "flaws") && !matches!(command, Command::Node { .. }) {
+    if cfg!(feature = "flaws") && !matches!(command, Command::Node { .. } | Command::Sim(_)) {
         anyhow::bail!(
             "this is the self-test build of the node (built with --features flaws): it only runs \
-             `node --flaw NAME`; use the normal build (target/debug/leasequake) for everything else"
+             `node --flaw NAME` and `sim --flaw NAME`; use the normal build (target/debug/leasequake) for \
+             everything else"
         );
     }
     match command {
@@ -580,6 +584,8 @@ async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
         virtual_s: args.virtual_s,
         workers: workers.min(usize::try_from(count).unwrap_or(usize::MAX)),
         report_dir: args.report_dir,
+        variant: std::sync::Arc::new(node_variant(args.flaw.as_deref())?),
+        flaw: args.flaw,
     };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();

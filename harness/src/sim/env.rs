@@ -9,8 +9,8 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use redis_lease::{LeaseError, OwnerToken, TokenSource};
 use tokio::time::Instant;
 
-use super::gate::{Gate, GatedSpawner};
-use super::redis::conn::ModelConnection;
+use super::gate::{Gate, GatedSpawner, Tasks};
+use super::net::{redis_request, store_link, Link, Primary};
 use crate::job::{NodeEnv, StoreFailure};
 use crate::store::Store;
 
@@ -54,12 +54,18 @@ impl VClock {
 /// One node's world.
 pub(super) struct SimEnv {
     pub clock: VClock,
-    pub redis: ModelConnection,
+    pub primary: Arc<Primary>,
     pub store: Arc<Store>,
+    /// The node's link to Redis.
+    pub redis_link: Arc<Link>,
+    /// The node's link to the store.
+    pub store_link: Arc<Link>,
     /// SIGSTOP and SIGCONT of the node.
     pub node_gate: Arc<Gate>,
     /// `stall_renewal`.
     pub renewal_gate: Arc<Gate>,
+    /// The incarnation's background tasks (renewal).
+    pub tasks: Arc<Tasks>,
     /// Each way, on every link.
     pub latency: Duration,
     /// The incarnation's token nonce, from the seed.
@@ -79,11 +85,16 @@ impl NodeEnv for SimEnv {
     }
 
     async fn connect(&self) -> Result<SimConn, String> {
-        Ok(SimConn { model: self.redis.clone(), latency: self.latency })
+        Ok(SimConn {
+            link: self.redis_link.clone(),
+            primary: self.primary.clone(),
+            clock: self.clock,
+            latency: self.latency,
+        })
     }
 
     fn renewal(&self) -> impl redis_lease::Spawn {
-        GatedSpawner { gates: vec![self.node_gate.clone(), self.renewal_gate.clone()] }
+        GatedSpawner { gates: vec![self.node_gate.clone(), self.renewal_gate.clone()], tasks: self.tasks.clone() }
     }
 
     fn stall_renewal(&self, ms: u64) {
@@ -96,12 +107,22 @@ impl NodeEnv for SimEnv {
         path: String,
         body: Option<String>,
     ) -> Result<(u16, String), StoreFailure> {
-        tokio::time::sleep(self.latency).await;
-        let (path, query) = path.split_once('?').map_or((path.as_str(), None), |(p, q)| (p, Some(q)));
-        let (status, text, _) =
-            crate::store::route(&self.store, method, path, query, body.unwrap_or_default().as_bytes());
-        tokio::time::sleep(self.latency).await;
-        Ok((status, text))
+        let extra = match store_link(&self.store_link) {
+            Ok(extra) => extra,
+            Err(true) => return Err(StoreFailure::NotDelivered("connection reset by peer".into())),
+            Err(false) => return std::future::pending().await,
+        };
+        let (store, latency) = (self.store.clone(), self.latency + extra);
+        // On the wire: the world's task, which the sender's crash does not cancel.
+        let travel = tokio::spawn(async move {
+            tokio::time::sleep(latency).await;
+            let (path, query) = path.split_once('?').map_or((path.as_str(), None), |(p, q)| (p, Some(q)));
+            let (status, text, _) =
+                crate::store::route(&store, method, path, query, body.unwrap_or_default().as_bytes());
+            tokio::time::sleep(latency).await;
+            (status, text)
+        });
+        travel.await.map_err(|_| StoreFailure::NoAnswer("the simulation ended".into()))
     }
 
     fn tokens(&self, node: &str, incarnation: u64) -> Result<SimTokens, LeaseError> {
@@ -109,21 +130,27 @@ impl NodeEnv for SimEnv {
     }
 }
 
-/// A node's Redis link: the request travels, runs atomically on the instance, the reply travels.
+/// A node's Redis link: the request travels, runs atomically on the primary, the reply travels
+/// (see `net`).
 #[derive(Clone)]
 pub(super) struct SimConn {
-    model: ModelConnection,
+    link: Arc<Link>,
+    primary: Arc<Primary>,
+    clock: VClock,
     latency: Duration,
+}
+
+impl SimConn {
+    async fn send(&self, cmd: &Cmd) -> Result<Value, redis::RedisError> {
+        let args = super::redis::conn::args(cmd);
+        let clock = self.clock;
+        redis_request(self.link.clone(), self.primary.clone(), args, self.latency, move || clock.unix_ms()).await
+    }
 }
 
 impl ConnectionLike for SimConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(async move {
-            tokio::time::sleep(self.latency).await;
-            let reply = self.model.exec(cmd);
-            tokio::time::sleep(self.latency).await;
-            Ok(reply)
-        })
+        Box::pin(self.send(cmd))
     }
 
     fn req_packed_commands<'a>(
@@ -133,10 +160,11 @@ impl ConnectionLike for SimConn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            tokio::time::sleep(self.latency).await;
-            let replies = pipeline.cmd_iter().map(|c| self.model.exec(c)).skip(offset).take(count).collect();
-            tokio::time::sleep(self.latency).await;
-            Ok(replies)
+            let mut replies = Vec::new();
+            for c in pipeline.cmd_iter() {
+                replies.push(self.send(c).await?);
+            }
+            Ok(replies.into_iter().skip(offset).take(count).collect())
         })
     }
 

@@ -67,15 +67,37 @@ impl<F: Future> Future for Gated<F> {
     }
 }
 
-/// Spawns every task behind `gates` on the current runtime (a lease's renewal, a node's tasks).
+/// The tasks of one node incarnation, so that a crash ends them all at once (as SIGKILL does).
+#[derive(Debug, Default)]
+pub struct Tasks(Mutex<Vec<tokio::task::AbortHandle>>);
+
+impl Tasks {
+    /// Tracks a task.
+    pub fn track(&self, h: tokio::task::AbortHandle) {
+        let mut v = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        v.retain(|t| !t.is_finished());
+        v.push(h);
+    }
+
+    /// Ends every tracked task.
+    pub fn abort_all(&self) {
+        for t in self.0.lock().unwrap_or_else(PoisonError::into_inner).drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// Spawns every task behind `gates` on the current runtime (a lease's renewal), tracked in `tasks`.
 #[derive(Clone)]
 pub struct GatedSpawner {
     /// The gates.
     pub gates: Vec<Arc<Gate>>,
+    /// The incarnation's tasks.
+    pub tasks: Arc<Tasks>,
 }
 
 impl redis_lease::Spawn for GatedSpawner {
     fn spawn(&self, task: redis_lease::BoxFuture) {
-        drop(tokio::spawn(Gated::new(self.gates.clone(), task)));
+        self.tasks.track(tokio::spawn(Gated::new(self.gates.clone(), task)).abort_handle());
     }
 }

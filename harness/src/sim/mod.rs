@@ -4,12 +4,14 @@
 //! checker judges, as it judges a container run's.
 
 mod env;
+mod fault;
 pub mod gate;
+mod net;
 pub mod redis;
 pub mod seeds;
 mod world;
 
-pub use world::{run_seed, SimRun};
+pub use world::{run_seed, schedule, SimRun};
 
 #[cfg(test)]
 mod tests;

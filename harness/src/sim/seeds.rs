@@ -20,7 +20,7 @@ use crate::report::SuiteDir;
 use crate::scenario::Scenario;
 
 /// What `leasequake sim` was asked to do.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Request {
     /// The scenario whose configuration (nodes, lease, pipeline, store) every seed runs.
     pub scenario: PathBuf,
@@ -34,6 +34,10 @@ pub struct Request {
     pub workers: usize,
     /// Where kept seeds go.
     pub report_dir: PathBuf,
+    /// The node variant (the reference node, or a lease flaw in the self-test build).
+    pub variant: Arc<crate::job::Variant>,
+    /// The flaw's name, for the replay command.
+    pub flaw: Option<String>,
 }
 
 /// The verdict counts of a batch of seeds.
@@ -64,6 +68,9 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
         .map(|w| {
             let (tx, scenario, stop, req) = (tx.clone(), scenario.clone(), stop.clone(), req.clone());
             std::thread::spawn(move || {
+                // The lease's own warnings (an uncertain acquire given back, ...) are the
+                // history's to tell in a simulation, thousands of times a minute: not the terminal's.
+                let _quiet = tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
                 // Worker w takes every workers-th seed.
                 let mine = (0..req.count).filter(|k| k % workers as u64 == w as u64);
                 for k in mine {
@@ -71,7 +78,7 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
                         return;
                     }
                     let seed = req.first.wrapping_add(k);
-                    if tx.send(Done { seed, run: run_seed(&scenario, seed, req.virtual_s) }).is_err() {
+                    if tx.send(Done { seed, run: run_seed(&scenario, seed, req.virtual_s, &req.variant) }).is_err() {
                         return;
                     }
                 }

@@ -1,7 +1,10 @@
 use leasequake_reports::history::HistoryLine;
 use leasequake_reports::Verdict;
 
+use std::sync::Arc;
+
 use super::run_seed;
+use crate::job::Variant;
 
 fn scenario() -> crate::scenario::Scenario {
     let text = "name = \"sim\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 30\n[nodes]\ncount = 3\n\
@@ -16,12 +19,16 @@ fn text(lines: &[HistoryLine]) -> String {
 #[test]
 fn the_reference_node_syncs_in_the_simulation_and_a_seed_gives_one_history() {
     let s = scenario();
-    let a = run_seed(&s, 7, 20).unwrap();
+    let a = run_seed(&s, 7, 20, &reference()).unwrap();
     assert_eq!(a.result.verdict, Verdict::Pass, "{:?}", a.result);
     let syncs: u64 = a.result.metrics.nodes.values().map(|n| n.syncs).sum();
     assert!(syncs >= 3, "the nodes synced ({syncs})");
-    let b = run_seed(&s, 7, 20).unwrap();
+    let b = run_seed(&s, 7, 20, &reference()).unwrap();
     assert_eq!(text(&a.lines), text(&b.lines), "the same seed gives the same history, byte for byte");
-    let c = run_seed(&s, 8, 20).unwrap();
+    let c = run_seed(&s, 8, 20, &reference()).unwrap();
     assert_ne!(text(&a.lines), text(&c.lines), "another seed another history");
+}
+
+fn reference() -> Arc<Variant> {
+    Arc::new(Variant::reference())
 }

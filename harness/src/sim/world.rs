@@ -1,29 +1,33 @@
 //! One seed's world: a current-thread runtime on paused (virtual) time, the model primary, the
-//! store, the nodes running the reference node's job, an observer sampling the primary, and the
-//! recorder; at the end the store's audit log, the snapshot and the seal, as a container run
-//! leaves them. Nothing in it reads the machine's clock or entropy: one seed, one history.
+//! store (the real store's rules), the nodes running the reference node's job, an observer
+//! sampling the primary, the fault schedule drawn from the seed, and the recorder; at the end the
+//! store's audit log, the snapshot and the seal, as a container run leaves them. Nothing in it
+//! reads the machine's clock or entropy: one seed, one history.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use leasequake_reports::history::{EventKind, HistoryLine, NodeCommand, ObserverSample, Snapshot, PROTOCOL_VERSION};
+use leasequake_reports::history::{
+    EventKind, FaultEvent, FaultKind, FaultPhase, HistoryLine, NodeCommand, ObserverSample, Snapshot, PROTOCOL_VERSION,
+};
 use leasequake_reports::CheckResult;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::env::{SimEnv, VClock};
-use super::gate::{Gate, Gated};
-use super::redis::conn::ModelConnection;
+use super::gate::{Gate, Gated, Tasks};
+use super::net::{Link, Primary};
 use super::redis::{Instance, Reply, Role};
 use crate::error::HarnessError;
 use crate::job::{Emitter, Variant};
 use crate::recorder::Recorder;
 use crate::run::{node_config, scenario_header, Links};
-use crate::scenario::Scenario;
+use crate::scenario::{Fault, Random, Scenario};
 use crate::store::Store;
 
 /// A simulated run's history and its verdict.
@@ -42,93 +46,327 @@ const LEASE_KEY: &str = "leasequake:{sim}:lease";
 const OBSERVER_EVERY: Duration = Duration::from_millis(250);
 /// How long the nodes get to stop after `stop`.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+/// Each way, on every link, before faults.
+const LATENCY: Duration = Duration::from_micros(250);
 
-/// Runs scenario `s`'s configuration for `virtual_s` seconds of virtual time with `seed`.
+/// Runs scenario `s`'s configuration for `virtual_s` seconds of virtual time with `seed`: its
+/// `[random]` faults (or, without one, three drawn from every kind the random draw knows).
 ///
 /// # Errors
 /// The runtime or the store cannot be built.
-pub fn run_seed(s: &Scenario, seed: u64, virtual_s: u64) -> Result<SimRun, HarnessError> {
+pub fn run_seed(s: &Scenario, seed: u64, virtual_s: u64, variant: &Arc<Variant>) -> Result<SimRun, HarnessError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .map_err(HarnessError::io("building a simulation runtime"))?;
     let store = Store::new(s.store.policy, None).map_err(HarnessError::io("creating the model store"))?;
-    let lines = rt.block_on(world(s, seed, virtual_s, store));
+    let faults = schedule(s, seed, virtual_s);
+    let lines = rt.block_on(run_world(s, (seed, virtual_s), store, faults, variant.clone()));
     let result = crate::check::check(&lines);
     Ok(SimRun { lines, result })
 }
 
-/// A node of the world: its command channel, its job, and the task that records its events.
-struct SimNode {
-    commands: mpsc::Sender<NodeCommand>,
-    job: JoinHandle<()>,
-    recorder: JoinHandle<()>,
+/// The seed's fault schedule: the scenario's `[random]` draw (the container lane's), or three
+/// faults of the seven kinds it draws; every fault healed a liveness bound before the end.
+pub fn schedule(s: &Scenario, seed: u64, virtual_s: u64) -> Vec<Fault> {
+    let mut s = s.clone();
+    s.faults.clear();
+    let until_s = virtual_s.saturating_sub(s.liveness_bound_ms().div_ceil(1000) + 2);
+    if s.random.is_none() && until_s >= 2 + 4 {
+        s.random = Some(Random {
+            faults: 3,
+            kinds: vec![
+                FaultKind::Partition,
+                FaultKind::Pause,
+                FaultKind::StallRenewal,
+                FaultKind::Crash,
+                FaultKind::SlowStore,
+                FaultKind::FailingStore,
+                FaultKind::SlowModel,
+            ],
+            from_s: 2,
+            until_s,
+            max_duration_s: 4,
+        });
+    }
+    s.schedule(seed)
 }
 
-async fn world(s: &Scenario, seed: u64, virtual_s: u64, store: Store) -> Vec<HistoryLine> {
+/// A node incarnation of the world, as faults reach it.
+#[derive(Clone)]
+pub(super) struct NodeSlot {
+    pub incarnation: u64,
+    pub node_gate: Arc<Gate>,
+    pub renewal_gate: Arc<Gate>,
+    pub redis_link: Arc<Link>,
+    pub store_link: Arc<Link>,
+    tasks: Arc<Tasks>,
+    commands: mpsc::Sender<NodeCommand>,
+}
+
+impl NodeSlot {
+    /// Sends the node a protocol command.
+    pub fn command(&self, c: NodeCommand) -> Result<(), String> {
+        self.commands.try_send(c).map_err(|e| e.to_string())
+    }
+}
+
+/// The world of one seed.
+pub(super) struct World {
+    s: Scenario,
+    faults: Vec<Fault>,
+    seed: u64,
+    clock: VClock,
+    pub primary: Arc<Primary>,
+    store: Arc<Store>,
+    rec: Recorder,
+    nodes: Mutex<Vec<NodeSlot>>,
+    /// Every incarnation's job and the task recording its events, awaited at the end.
+    running: Mutex<Vec<(JoinHandle<()>, JoinHandle<()>)>>,
+    rng: Mutex<ChaCha8Rng>,
+    /// The node variant every incarnation runs (the reference node, or a flawed lease).
+    variant: Arc<Variant>,
+}
+
+async fn run_world(
+    s: &Scenario,
+    (seed, virtual_s): (u64, u64),
+    store: Store,
+    faults: Vec<Fault>,
+    variant: Arc<Variant>,
+) -> Vec<HistoryLine> {
     let clock = VClock::start();
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let header = scenario_header(s, seed, &format!("sim-{seed}"), TENANT, clock.now_ns(), 0);
-    let rec = Recorder::new(HistoryLine::Header(header));
-    let primary = Arc::new(Mutex::new(Instance::new(Role::Primary)));
-    let store = Arc::new(store.with_stamp(clock.stamp()));
-    let redis = ModelConnection::new(primary.clone(), Arc::new(move || clock.unix_ms()));
-    let nodes: Vec<SimNode> = (1..=s.nodes.count)
-        .map(|i| {
-            let env = SimEnv {
-                clock,
-                redis: redis.clone(),
-                store: store.clone(),
-                node_gate: Arc::default(),
-                renewal_gate: Arc::default(),
-                latency: Duration::from_micros(250),
-                nonce: rng.random(),
-            };
-            start_node(s, seed, i, env, &rec)
-        })
-        .collect();
+    let w = Arc::new(World {
+        s: s.clone(),
+        faults,
+        seed,
+        clock,
+        primary: Arc::new(Primary::new(Arc::new(Mutex::new(Instance::new(Role::Primary))))),
+        store: Arc::new(store.with_stamp(clock.stamp())),
+        rec: Recorder::new(HistoryLine::Header(header)),
+        nodes: Mutex::default(),
+        running: Mutex::default(),
+        rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0x5151_5151)),
+        variant,
+    });
+    for i in 1..=s.nodes.count {
+        let links = (Arc::new(Link::default()), Arc::new(Link::default()));
+        let slot = w.start_node(i, 1, links);
+        w.slots().push(slot);
+    }
     let stop = CancellationToken::new();
-    let observer = tokio::spawn(observe(primary, clock, rec.clone(), stop.clone()));
+    let observer = tokio::spawn(observe(w.clone(), stop.clone()));
+    let driver = tokio::spawn(drive(w.clone()));
     tokio::time::sleep(Duration::from_secs(virtual_s)).await;
-    for n in &nodes {
+    driver.abort();
+    for n in w.nodes() {
         let _ = n.commands.send(NodeCommand::Stop).await;
     }
-    for n in nodes {
-        let _ = tokio::time::timeout(STOP_GRACE, n.job).await;
-        let _ = tokio::time::timeout(STOP_GRACE, n.recorder).await;
+    let running = std::mem::take(&mut *w.running.lock().unwrap_or_else(PoisonError::into_inner));
+    for (job, recorder) in running {
+        let _ = tokio::time::timeout(STOP_GRACE, job).await;
+        let _ = tokio::time::timeout(STOP_GRACE, recorder).await;
     }
     stop.cancel();
     let _ = observer.await;
-    close(&rec, &store, clock)
+    w.close()
 }
 
-/// Starts node `i` (incarnation 1): its job behind its gate, its events into the history.
-fn start_node(s: &Scenario, seed: u64, i: u32, env: SimEnv, rec: &Recorder) -> SimNode {
-    let links = Links { redis_url: "sim://redis-primary".into(), store_addr: "sim://store".into() };
-    let config = node_config(s, &[], seed, TENANT, (i, 1), links);
-    let (events_tx, mut events) = mpsc::channel(4096);
-    let emitter = Emitter::new(events_tx, env.clock.stamp());
-    emitter.emit(EventKind::Hello { protocol: PROTOCOL_VERSION, implementation: "leasequake-node (sim)".into() });
-    let (commands, commands_rx) = mpsc::channel::<NodeCommand>(16);
-    let _ = commands.try_send(NodeCommand::Start);
-    let stream =
-        futures_util::stream::unfold(commands_rx, |mut rx| async move { rx.recv().await.map(|c| (Ok(c), rx)) });
-    let (clock, gate): (VClock, Arc<Gate>) = (env.clock, env.node_gate.clone());
-    let job = crate::job::run(Arc::new(env), config, emitter, stream.boxed(), Arc::new(Variant::reference()));
-    let job = tokio::spawn(Gated::new(vec![gate], job));
-    let (rec, node) = (rec.clone(), format!("n{i}"));
-    let recorder = tokio::spawn(async move {
-        // Bounded by the job: the channel closes when its emitters are gone.
-        while let Some(event) = events.recv().await {
-            rec.push(HistoryLine::Node { node: node.clone(), incarnation: 1, received_ns: clock.now_ns(), event });
+impl World {
+    fn slots(&self) -> std::sync::MutexGuard<'_, Vec<NodeSlot>> {
+        self.nodes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Node `index`'s current incarnation.
+    pub fn node(&self, index: u32) -> Option<NodeSlot> {
+        self.slots().get(usize::try_from(index).ok()?.checked_sub(1)?).cloned()
+    }
+
+    /// Every node's current incarnation.
+    pub fn nodes(&self) -> Vec<NodeSlot> {
+        self.slots().clone()
+    }
+
+    /// The lease key of the world's tenant.
+    pub fn lease_key(&self) -> String {
+        LEASE_KEY.to_owned()
+    }
+
+    /// Runs a command on the primary now, on its clock (the world's own: the observer, faults).
+    pub fn primary_exec(&self, args: &[&str]) -> Reply {
+        let offset = *self.primary.offset_ms.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = self.clock.unix_ms().saturating_add_signed(offset);
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        self.primary.instance.lock().unwrap_or_else(PoisonError::into_inner).exec(&args, now)
+    }
+
+    /// A restart without persistence; connections refused until `up`.
+    pub fn restart_primary(&self, up: Instant) {
+        self.primary.instance.lock().unwrap_or_else(PoisonError::into_inner).restart();
+        *self.primary.down_until.lock().unwrap_or_else(PoisonError::into_inner) = Some(up);
+    }
+
+    /// Kills node `index`: its job and every task of its incarnation end at once.
+    pub fn crash(&self, index: u32) -> Result<(), String> {
+        let n = self.node(index).ok_or_else(|| format!("no node n{index}"))?;
+        n.tasks.abort_all();
+        Ok(())
+    }
+
+    /// Starts node `index` again as its next incarnation; returns the incarnation.
+    pub fn restart(&self, index: u32) -> Result<u64, String> {
+        let n = self.node(index).ok_or_else(|| format!("no node n{index}"))?;
+        let slot = self.start_node(index, n.incarnation + 1, (n.redis_link.clone(), n.store_link.clone()));
+        let incarnation = slot.incarnation;
+        if let Some(s) = self.slots().get_mut(index as usize - 1) {
+            *s = slot;
         }
-    });
-    SimNode { commands, job, recorder }
+        Ok(incarnation)
+    }
+
+    /// Starts incarnation `incarnation` of node `i` on `links`: its job behind its gate, its
+    /// events into the history.
+    fn start_node(&self, i: u32, incarnation: u64, links: (Arc<Link>, Arc<Link>)) -> NodeSlot {
+        let nonce = self.rng.lock().unwrap_or_else(PoisonError::into_inner).random();
+        let env = SimEnv {
+            clock: self.clock,
+            primary: self.primary.clone(),
+            store: self.store.clone(),
+            redis_link: links.0.clone(),
+            store_link: links.1.clone(),
+            node_gate: Arc::default(),
+            renewal_gate: Arc::default(),
+            tasks: Arc::default(),
+            latency: LATENCY,
+            nonce,
+        };
+        let endpoints = Links { redis_url: "sim://redis-primary".into(), store_addr: "sim://store".into() };
+        let config = node_config(&self.s, &self.faults, self.seed, TENANT, (i, incarnation), endpoints);
+        let (events_tx, mut events) = mpsc::channel(4096);
+        let emitter = Emitter::new(events_tx, self.clock.stamp());
+        let implementation = match &self.variant.label {
+            Some(label) => format!("leasequake-node (sim, {label})"),
+            None => "leasequake-node (sim)".into(),
+        };
+        emitter.emit(EventKind::Hello { protocol: PROTOCOL_VERSION, implementation });
+        let (commands, commands_rx) = mpsc::channel::<NodeCommand>(16);
+        let _ = commands.try_send(NodeCommand::Start);
+        let stream =
+            futures_util::stream::unfold(commands_rx, |mut rx| async move { rx.recv().await.map(|c| (Ok(c), rx)) });
+        let slot = NodeSlot {
+            incarnation,
+            node_gate: env.node_gate.clone(),
+            renewal_gate: env.renewal_gate.clone(),
+            redis_link: links.0,
+            store_link: links.1,
+            tasks: env.tasks.clone(),
+            commands,
+        };
+        let job = crate::job::run(Arc::new(env), config, emitter, stream.boxed(), self.variant.clone());
+        let job = tokio::spawn(Gated::new(vec![slot.node_gate.clone()], job));
+        slot.tasks.track(job.abort_handle());
+        let (rec, node, clock) = (self.rec.clone(), format!("n{i}"), self.clock);
+        let recorder = tokio::spawn(async move {
+            // Bounded by the job: the channel closes when its emitters are gone.
+            while let Some(event) = events.recv().await {
+                rec.push(HistoryLine::Node { node: node.clone(), incarnation, received_ns: clock.now_ns(), event });
+            }
+        });
+        self.running.lock().unwrap_or_else(PoisonError::into_inner).push((job, recorder));
+        slot
+    }
+
+    /// The node a fault targets now: a named one, or the lease's holder on the primary.
+    fn target(&self, f: &Fault) -> u32 {
+        let named = |t: &str| t.strip_prefix('n').and_then(|n| n.parse().ok());
+        match f.target.as_deref() {
+            Some("owner") | None => match self.primary_exec(&["GET", LEASE_KEY]) {
+                Reply::Bulk(holder) => named(String::from_utf8_lossy(&holder).split('/').next().unwrap_or("")),
+                _ => None,
+            }
+            .unwrap_or(1),
+            Some(t) => named(t).unwrap_or(1),
+        }
+    }
+
+    fn record(&self, line: HistoryLine) {
+        self.rec.push(line);
+    }
+
+    /// The store's audit log, the snapshot and the seal.
+    fn close(&self) -> Vec<HistoryLine> {
+        for record in self.store.audit_after(0) {
+            self.rec.push(HistoryLine::Audit(record));
+        }
+        let view = self.store.tenant_view(TENANT);
+        let left = view["collections"]
+            .as_array()
+            .map(|cs| {
+                cs.iter().filter(|c| c["live"] == false).filter_map(|c| c["name"].as_str().map(str::to_owned)).collect()
+            })
+            .unwrap_or_default();
+        self.rec.push(HistoryLine::Snapshot(Snapshot {
+            ended_ns: self.clock.now_ns(),
+            faults_still_applied: vec![],
+            temporary_collections_left: left,
+            extended_ms: None,
+            versions: [("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())].into(),
+            seal: None,
+        }));
+        let mut lines = self.rec.take();
+        crate::history::seal(&mut lines);
+        lines
+    }
+}
+
+/// Applies and heals the schedule's faults at their times, each with its history lines.
+async fn drive(w: Arc<World>) {
+    let t0 = Instant::now();
+    // (ms, heal before apply at the same ms, index)
+    let mut steps: Vec<(u64, u8, usize)> = Vec::new();
+    for (i, f) in w.faults.iter().enumerate() {
+        steps.push((f.at_ms(), 1, i));
+        steps.push((f.at_ms().saturating_add(f.duration_ms()), 0, i));
+    }
+    steps.sort_unstable();
+    let mut applied: Vec<Option<(u32, String)>> = vec![None; w.faults.len()];
+    for (ms, step, i) in steps {
+        tokio::time::sleep_until(t0 + Duration::from_millis(ms)).await;
+        let f = &w.faults[i];
+        let id = f.id(i);
+        if step == 1 {
+            let index = w.target(f);
+            let target =
+                if f.kind.needs_a_node() { format!("n{index}") } else { crate::fault::untargeted(f.kind).to_owned() };
+            w.record(fault_line(&w, id, f, &target, FaultPhase::Requested, String::new()));
+            let outcome = super::fault::apply(&w, f, index);
+            w.record(crate::fault::outcome_line_at(id, f, &target, &outcome, w.clock.now_ns()));
+            if outcome.is_ok() {
+                applied[i] = Some((index, target));
+            }
+        } else if let Some((index, target)) = applied[i].take() {
+            let detail = super::fault::heal(&w, f, index);
+            w.record(fault_line(&w, id, f, &target, FaultPhase::Healed, detail));
+        }
+    }
+}
+
+fn fault_line(w: &World, id: u64, f: &Fault, target: &str, phase: FaultPhase, detail: String) -> HistoryLine {
+    HistoryLine::Fault(FaultEvent {
+        id,
+        fault: f.kind,
+        target: target.to_owned(),
+        phase,
+        at_ns: w.clock.now_ns(),
+        detail,
+        redis_link: None,
+    })
 }
 
 /// The observer: the primary's holder, ttl and role every [`OBSERVER_EVERY`], until `stop`.
-async fn observe(primary: Arc<Mutex<Instance>>, clock: VClock, rec: Recorder, stop: CancellationToken) {
+async fn observe(w: Arc<World>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(OBSERVER_EVERY);
     // Bounded by `stop`.
     loop {
@@ -137,15 +375,16 @@ async fn observe(primary: Arc<Mutex<Instance>>, clock: VClock, rec: Recorder, st
             () = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let (holder, ttl) = {
-            let mut p = primary.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let now = clock.unix_ms();
-            let args = |a: &[&str]| a.iter().map(|x| x.as_bytes().to_vec()).collect::<Vec<_>>();
-            (p.exec(&args(&["GET", LEASE_KEY]), now), p.exec(&args(&["PTTL", LEASE_KEY]), now))
+        let down =
+            w.primary.down_until.lock().unwrap_or_else(PoisonError::into_inner).is_some_and(|u| Instant::now() < u);
+        let (holder, ttl) = if down {
+            (Reply::Nil, Reply::Nil)
+        } else {
+            (w.primary_exec(&["GET", LEASE_KEY]), w.primary_exec(&["PTTL", LEASE_KEY]))
         };
-        rec.push(HistoryLine::Observer(ObserverSample {
+        w.record(HistoryLine::Observer(ObserverSample {
             instance: "redis-primary".into(),
-            at_ns: clock.now_ns(),
+            at_ns: w.clock.now_ns(),
             holder: match holder {
                 Reply::Bulk(b) => Some(String::from_utf8_lossy(&b).into_owned()),
                 _ => None,
@@ -154,33 +393,8 @@ async fn observe(primary: Arc<Mutex<Instance>>, clock: VClock, rec: Recorder, st
                 Reply::Int(n) if n >= 0 => Some(n),
                 _ => None,
             },
-            role: Some("master".into()),
-            error: None,
+            role: (!down).then(|| "master".to_owned()),
+            error: down.then(|| "connection refused (restarting)".to_owned()),
         }));
     }
-}
-
-/// The store's audit log, the snapshot and the seal.
-fn close(rec: &Recorder, store: &Store, clock: VClock) -> Vec<HistoryLine> {
-    for record in store.audit_after(0) {
-        rec.push(HistoryLine::Audit(record));
-    }
-    let view = store.tenant_view(TENANT);
-    let left = view["collections"]
-        .as_array()
-        .map(|cs| {
-            cs.iter().filter(|c| c["live"] == false).filter_map(|c| c["name"].as_str().map(str::to_owned)).collect()
-        })
-        .unwrap_or_default();
-    rec.push(HistoryLine::Snapshot(Snapshot {
-        ended_ns: clock.now_ns(),
-        faults_still_applied: vec![],
-        temporary_collections_left: left,
-        extended_ms: None,
-        versions: [("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())].into(),
-        seal: None,
-    }));
-    let mut lines = rec.take();
-    crate::history::seal(&mut lines);
-    lines
 }

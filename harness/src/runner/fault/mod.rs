@@ -144,6 +144,17 @@ pub(crate) fn untargeted(kind: FaultKind) -> &'static str {
 
 /// A fault's verified or failed line for the history.
 pub(crate) fn outcome_line(id: u64, f: &Fault, target: &str, outcome: &Result<String, String>) -> HistoryLine {
+    outcome_line_at(id, f, target, outcome, mono_ns())
+}
+
+/// A fault's verified or failed line, stamped `at_ns` (the simulation's clock).
+pub(crate) fn outcome_line_at(
+    id: u64,
+    f: &Fault,
+    target: &str,
+    outcome: &Result<String, String>,
+    at_ns: u64,
+) -> HistoryLine {
     let (phase, detail) = match outcome {
         Ok(d) => (FaultPhase::Verified, d.clone()),
         Err(why) => (FaultPhase::Failed, why.clone()),
@@ -153,7 +164,7 @@ pub(crate) fn outcome_line(id: u64, f: &Fault, target: &str, outcome: &Result<St
         fault: f.kind,
         target: target.to_owned(),
         phase,
-        at_ns: mono_ns(),
+        at_ns,
         detail,
         redis_link: (phase == FaultPhase::Verified).then(|| proxy::redis_link(f)).flatten(),
     })

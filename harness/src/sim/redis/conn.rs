@@ -28,14 +28,7 @@ impl ModelConnection {
 
     /// Runs `cmd` on the instance now, on its clock.
     pub fn exec(&self, cmd: &Cmd) -> Value {
-        let args: Vec<Vec<u8>> = cmd
-            .args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => b.to_vec(),
-                // A cursor argument (SCAN's): the model has no cursors, it starts from the top.
-                _ => b"0".to_vec(),
-            })
-            .collect();
+        let args = args(cmd);
         let now = (self.clock)();
         self.instance.lock().unwrap_or_else(PoisonError::into_inner).exec(&args, now).to_value()
     }
@@ -60,4 +53,16 @@ impl ConnectionLike for ModelConnection {
     fn get_db(&self) -> i64 {
         0
     }
+}
+
+/// A command's arguments, its name first.
+#[must_use]
+pub fn args(cmd: &Cmd) -> Vec<Vec<u8>> {
+    cmd.args_iter()
+        .map(|a| match a {
+            redis::Arg::Simple(b) => b.to_vec(),
+            // A cursor argument (SCAN's): the model has no cursors, it starts from the top.
+            _ => b"0".to_vec(),
+        })
+        .collect()
 }

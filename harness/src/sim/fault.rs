@@ -1,0 +1,116 @@
+//! The container lane's fault vocabulary (`FaultKind`, `scenario::Fault`) applied in the world.
+//! Each fault takes effect when applied; the world is its own probe, so the verified line says
+//! what was set. A fault the simulation cannot apply yet is a failed fault: the seed is then
+//! inconclusive, never judged on a world that was not what its schedule said.
+
+use std::time::Duration;
+
+use leasequake_reports::history::FaultKind;
+use tokio::time::Instant;
+
+use super::net::LinkFaults;
+use super::world::World;
+use crate::scenario::{Fault, Link, Mode};
+
+/// How long a restarting primary refuses connections (the container lane's restarts took
+/// 0.8 to 1.5 s).
+const RESTART_DOWN: Duration = Duration::from_millis(800);
+
+/// Applies `f` to node `index` (when it targets one); says what was set.
+pub(super) fn apply(w: &World, f: &Fault, index: u32) -> Result<String, String> {
+    let until = Instant::now() + Duration::from_millis(f.duration_ms());
+    let node = || w.node(index).ok_or_else(|| format!("no node n{index}"));
+    match f.kind {
+        FaultKind::Partition => {
+            let n = node()?;
+            let link = f.link.unwrap_or(Link::Both);
+            let cut = |l: &mut LinkFaults| match f.mode {
+                Some(Mode::Blackhole) => l.blackhole_until = Some(until),
+                _ => l.reset_until = Some(until),
+            };
+            if matches!(link, Link::Redis | Link::Both) {
+                n.redis_link.set(cut);
+            }
+            if matches!(link, Link::Store | Link::Both) {
+                n.store_link.set(cut);
+            }
+            Ok(format!("sim: n{index}'s {link:?} link {:?}", f.mode.unwrap_or(Mode::Reset)).to_lowercase())
+        }
+        FaultKind::Pause => {
+            node()?.node_gate.shut_until(until);
+            Ok(format!("sim: every task of n{index} held (SIGSTOP)"))
+        }
+        FaultKind::StallRenewal => {
+            node()?.renewal_gate.shut_until(until);
+            Ok(format!("sim: n{index}'s renewal task held"))
+        }
+        FaultKind::Crash => {
+            w.crash(index)?;
+            Ok(format!("sim: n{index} killed (every task ended; requests already sent still arrive)"))
+        }
+        FaultKind::SlowModel => {
+            let ms = f.latency_ms.unwrap_or(0);
+            node()?.command(leasequake_reports::history::NodeCommand::SlowModel { ms })?;
+            Ok(format!("sim: n{index}'s model calls {ms} ms slower"))
+        }
+        FaultKind::SlowStore | FaultKind::FailingStore => {
+            let extra = Duration::from_millis(f.latency_ms.unwrap_or(0));
+            for n in w.nodes() {
+                n.store_link.set(|l| match f.kind {
+                    FaultKind::SlowStore => l.slow = Some((extra, until)),
+                    _ => l.reset_until = Some(until),
+                });
+            }
+            Ok(format!(
+                "sim: the store {} for every node",
+                if f.kind == FaultKind::SlowStore { "slow" } else { "failing" }
+            ))
+        }
+        FaultKind::SlowRedis => {
+            let extra = Duration::from_millis(f.latency_ms.unwrap_or(0));
+            node()?.redis_link.set(|l| l.slow = Some((extra, until)));
+            Ok(format!("sim: n{index}'s Redis link {} ms slower each way", extra.as_millis()))
+        }
+        FaultKind::LoseReplies => {
+            node()?.redis_link.set(|l| l.lose_replies_until = Some(until));
+            Ok(format!("sim: n{index}'s Redis replies lost (commands run)"))
+        }
+        FaultKind::KeyLoss => {
+            w.primary_exec(&["DEL", &w.lease_key()]);
+            Ok("sim: the lease key deleted on the primary".into())
+        }
+        FaultKind::RedisRestart => {
+            w.restart_primary(Instant::now() + RESTART_DOWN);
+            Ok("sim: the primary restarted without persistence (keys, counters, scripts gone)".into())
+        }
+        FaultKind::PauseWrites => {
+            *w.primary.writes_paused_until.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(until);
+            Ok("sim: the primary's writes paused".into())
+        }
+        FaultKind::ClockJump if f.target.is_none() => {
+            let jump = f.jump_ms.unwrap_or(0);
+            *w.primary.offset_ms.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += jump;
+            Ok(format!("sim: the primary's clock moved {jump} ms"))
+        }
+        FaultKind::ClockJump | FaultKind::Failover => {
+            Err(format!("the simulation does not model {} yet (docs/sim.md)", f.kind))
+        }
+    }
+}
+
+/// Undoes what outlasts its window: a crashed node starts again (a new incarnation); a primary's
+/// clock steps back. Everything else ends by itself at its instant.
+pub(super) fn heal(w: &World, f: &Fault, index: u32) -> String {
+    match f.kind {
+        FaultKind::Crash => match w.restart(index) {
+            Ok(incarnation) => format!("sim: n{index} started again (incarnation {incarnation})"),
+            Err(e) => format!("sim: n{index} could not start again: {e}"),
+        },
+        FaultKind::ClockJump => {
+            let jump = f.jump_ms.unwrap_or(0);
+            *w.primary.offset_ms.lock().unwrap_or_else(std::sync::PoisonError::into_inner) -= jump;
+            "sim: the primary's clock moved back".into()
+        }
+        _ => "sim: ended at its time".into(),
+    }
+}

@@ -1,0 +1,162 @@
+//! The simulated network and Redis's availability: each node's two links (to Redis and to the
+//! store) with their faults, and the primary's. A request is handed to the world when it is sent
+//! (a task of its own), so a crash of the sender does not unsend it: it still runs on Redis, as
+//! a command already on the wire does. Faults are read as the request travels: a reset link fails
+//! at once, a blackholed one never answers (the caller's timeout ends the wait), a slow one adds
+//! latency, a link losing replies runs the command and drops the reply, then the connection.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::{RedisError, Value};
+use tokio::time::Instant;
+
+use super::redis::Instance;
+
+/// How long a connection lives under `lose_replies` before it is cut (the container lane's).
+const LOSE_REPLIES_CUT: Duration = Duration::from_millis(100);
+
+/// One link's faults, each in effect until an instant.
+#[derive(Debug, Default, Clone)]
+pub struct LinkFaults {
+    /// Packets dropped: no answer.
+    pub blackhole_until: Option<Instant>,
+    /// Connections reset: immediate errors.
+    pub reset_until: Option<Instant>,
+    /// Extra latency each way, until.
+    pub slow: Option<(Duration, Instant)>,
+    /// Replies dropped after the command ran.
+    pub lose_replies_until: Option<Instant>,
+}
+
+impl LinkFaults {
+    fn active(until: Option<Instant>) -> bool {
+        until.is_some_and(|u| Instant::now() < u)
+    }
+
+    fn extra(&self) -> Duration {
+        self.slow.filter(|(_, u)| Instant::now() < *u).map_or(Duration::ZERO, |(d, _)| d)
+    }
+}
+
+/// A link and its faults.
+#[derive(Debug, Default)]
+pub struct Link {
+    faults: Mutex<LinkFaults>,
+}
+
+impl Link {
+    /// Changes the link's faults.
+    pub fn set(&self, f: impl FnOnce(&mut LinkFaults)) {
+        f(&mut self.faults.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    fn now(&self) -> LinkFaults {
+        self.faults.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// What happened to a request on its way.
+#[derive(Debug)]
+pub enum Lost {
+    /// The connection was reset or refused: not delivered.
+    Reset,
+    /// Delivered (it ran), but the reply was lost and the connection cut.
+    ReplyLost,
+}
+
+/// The primary as clients reach it: the instance, whether it is down (restarting), whether its
+/// writes are paused, and its clock's offset.
+pub struct Primary {
+    /// The instance.
+    pub instance: Arc<Mutex<Instance>>,
+    /// Restarting until: connections refused.
+    pub down_until: Mutex<Option<Instant>>,
+    /// `CLIENT PAUSE WRITE` until.
+    pub writes_paused_until: Mutex<Option<Instant>>,
+    /// The instance's wall clock: the virtual one plus this, ms.
+    pub offset_ms: Mutex<i64>,
+}
+
+impl Primary {
+    /// A primary around `instance`.
+    pub fn new(instance: Arc<Mutex<Instance>>) -> Self {
+        Self { instance, down_until: Mutex::default(), writes_paused_until: Mutex::default(), offset_ms: Mutex::new(0) }
+    }
+
+    fn until(m: &Mutex<Option<Instant>>) -> Option<Instant> {
+        m.lock().unwrap_or_else(PoisonError::into_inner).filter(|u| Instant::now() < *u)
+    }
+}
+
+/// The commands `CLIENT PAUSE WRITE` holds (scripts may write, so they wait too).
+fn writes(args: &[Vec<u8>]) -> bool {
+    let name = args.first().map(|n| String::from_utf8_lossy(n).to_ascii_lowercase()).unwrap_or_default();
+    matches!(name.as_str(), "set" | "del" | "incr" | "pexpire" | "pexpireat" | "eval" | "evalsha")
+}
+
+/// Sends one command over `link` to `primary` and waits for the reply; `now_ms` is the primary's
+/// wall clock (the virtual one) without its offset.
+pub async fn redis_request(
+    link: Arc<Link>,
+    primary: Arc<Primary>,
+    args: Vec<Vec<u8>>,
+    latency: Duration,
+    unix_ms: impl Fn() -> u64 + Send + 'static,
+) -> Result<Value, RedisError> {
+    let at_send = link.now();
+    if LinkFaults::active(at_send.reset_until) || Primary::until(&primary.down_until).is_some() {
+        return Err(reset("connection reset by peer"));
+    }
+    if LinkFaults::active(at_send.blackhole_until) {
+        return std::future::pending().await;
+    }
+    // On the wire: a task of the world's, which the sender's crash does not cancel.
+    let travel = tokio::spawn(async move {
+        tokio::time::sleep(latency + at_send.extra()).await;
+        if Primary::until(&primary.down_until).is_some() {
+            return Err(Lost::Reset);
+        }
+        if writes(&args) {
+            while let Some(until) = Primary::until(&primary.writes_paused_until) {
+                tokio::time::sleep_until(until).await;
+            }
+        }
+        let offset = *primary.offset_ms.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = unix_ms().saturating_add_signed(offset);
+        let reply = primary.instance.lock().unwrap_or_else(PoisonError::into_inner).exec(&args, now).to_value();
+        let back = link.now();
+        if LinkFaults::active(back.lose_replies_until) {
+            tokio::time::sleep(LOSE_REPLIES_CUT).await;
+            return Err(Lost::ReplyLost);
+        }
+        if LinkFaults::active(back.blackhole_until) {
+            return std::future::pending().await;
+        }
+        tokio::time::sleep(latency + back.extra()).await;
+        Ok(reply)
+    });
+    match travel.await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(Lost::Reset)) => Err(reset("connection reset by peer")),
+        Ok(Err(Lost::ReplyLost)) => Err(reset("connection closed before the reply")),
+        Err(_) => Err(reset("the simulation ended")),
+    }
+}
+
+fn reset(what: &'static str) -> RedisError {
+    RedisError::from(std::io::Error::new(std::io::ErrorKind::ConnectionReset, what))
+}
+
+/// Whether a store request gets through `link` now: `Err(true)` reset (not delivered), a pending
+/// future for a blackhole; else the extra latency each way.
+pub fn store_link(link: &Link) -> Result<Duration, bool> {
+    let f = link.now();
+    if LinkFaults::active(f.reset_until) {
+        return Err(true);
+    }
+    if LinkFaults::active(f.blackhole_until) {
+        return Err(false);
+    }
+    Ok(f.extra())
+}
