@@ -545,7 +545,9 @@ async fn bench_command(
     suite: Vec<std::path::PathBuf>,
 ) -> anyhow::Result<Exit> {
     let mut figures = if checker_only {
-        leasequake::bench::checker_figures(1_000_000)
+        let mut f = leasequake::bench::checker_figures(1_000_000);
+        f.extend(leasequake::bench::sim_figures(Duration::from_secs(20)));
+        f
     } else {
         match leasequake::bench::run(samples.max(1)).await {
             Ok(f) => f,
