@@ -8,6 +8,7 @@ mod fault;
 pub mod gate;
 mod net;
 pub mod redis;
+mod schedule;
 pub mod seeds;
 mod world;
 

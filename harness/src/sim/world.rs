@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use leasequake_reports::history::{
-    EventKind, FaultEvent, FaultKind, FaultPhase, HistoryLine, NodeCommand, ObserverSample, Snapshot, PROTOCOL_VERSION,
+    EventKind, FaultEvent, FaultPhase, HistoryLine, NodeCommand, ObserverSample, Snapshot, PROTOCOL_VERSION,
 };
 use leasequake_reports::CheckResult;
 use rand::{Rng, SeedableRng};
@@ -27,7 +27,7 @@ use crate::error::HarnessError;
 use crate::job::{Emitter, Variant};
 use crate::recorder::Recorder;
 use crate::run::{node_config, scenario_header, Links};
-use crate::scenario::{Fault, Random, Scenario};
+use crate::scenario::{Fault, Scenario};
 use crate::store::Store;
 
 /// A simulated run's history and its verdict.
@@ -67,29 +67,14 @@ pub fn run_seed(s: &Scenario, seed: u64, virtual_s: u64, variant: &Arc<Variant>)
     Ok(SimRun { lines, result })
 }
 
-/// The seed's fault schedule: the scenario's `[random]` draw (the container lane's), or three
-/// faults of the seven kinds it draws; every fault healed a liveness bound before the end.
+/// The seed's fault schedule: the scenario's `[random]` draw (the container lane's), or the
+/// simulation's own over every kind the world applies (`schedule::draw`).
 pub fn schedule(s: &Scenario, seed: u64, virtual_s: u64) -> Vec<Fault> {
+    if s.random.is_none() {
+        return super::schedule::draw(s, seed, virtual_s);
+    }
     let mut s = s.clone();
     s.faults.clear();
-    let until_s = virtual_s.saturating_sub(s.liveness_bound_ms().div_ceil(1000) + 2);
-    if s.random.is_none() && until_s >= 2 + 4 {
-        s.random = Some(Random {
-            faults: 3,
-            kinds: vec![
-                FaultKind::Partition,
-                FaultKind::Pause,
-                FaultKind::StallRenewal,
-                FaultKind::Crash,
-                FaultKind::SlowStore,
-                FaultKind::FailingStore,
-                FaultKind::SlowModel,
-            ],
-            from_s: 2,
-            until_s,
-            max_duration_s: 4,
-        });
-    }
     s.schedule(seed)
 }
 

@@ -1,0 +1,120 @@
+//! The simulation's own draw of a seed's faults, when the scenario has no `[random]` section:
+//! every kind the world can apply, each with fields in the ranges the scenario files allow. Faults
+//! that would mask each other are kept apart (the container lane's rule): two store-wide faults,
+//! two process faults, two faults on Redis itself. Every fault heals a liveness bound before the
+//! end, so that liveness can be judged.
+
+use leasequake_reports::history::FaultKind;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::scenario::{Direction, Fault, Link, Mode, Scenario};
+
+/// The kinds the world applies (docs/sim.md).
+pub const KINDS: [FaultKind; 13] = [
+    FaultKind::Partition,
+    FaultKind::Pause,
+    FaultKind::StallRenewal,
+    FaultKind::Crash,
+    FaultKind::SlowStore,
+    FaultKind::FailingStore,
+    FaultKind::SlowModel,
+    FaultKind::SlowRedis,
+    FaultKind::LoseReplies,
+    FaultKind::KeyLoss,
+    FaultKind::RedisRestart,
+    FaultKind::PauseWrites,
+    FaultKind::ClockJump,
+];
+
+/// Faults drawn per seed.
+const FAULTS: u32 = 3;
+/// The longest fault, ms.
+const LONGEST_MS: u64 = 4_000;
+/// No fault before this, ms.
+const FROM_MS: u64 = 2_000;
+
+/// Which faults must not overlap another of their group.
+fn group(k: FaultKind) -> Option<usize> {
+    if k.store_wide() {
+        Some(0)
+    } else if k.stops_a_process() {
+        Some(1)
+    } else if k.acts_on_redis() {
+        Some(2)
+    } else {
+        None
+    }
+}
+
+/// Up to [`FAULTS`] faults for `seed` within `virtual_s` (fewer when one cannot be kept apart).
+#[must_use]
+pub fn draw(s: &Scenario, seed: u64, virtual_s: u64) -> Vec<Fault> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17_5eed);
+    let until_ms = virtual_s.saturating_mul(1000).saturating_sub(s.liveness_bound_ms() + 2_000);
+    if until_ms < FROM_MS + LONGEST_MS {
+        return Vec::new();
+    }
+    let mut windows: [Vec<(u64, u64)>; 3] = Default::default();
+    let mut faults = Vec::new();
+    for _ in 0..FAULTS {
+        let mut kept = None;
+        // Bounded: a draw that overlaps another of its group is drawn again at most 20 times.
+        for _ in 0..20 {
+            let kind = KINDS[rng.random_range(0..KINDS.len())];
+            let duration_ms = rng.random_range(200..=LONGEST_MS);
+            let at_ms = rng.random_range(FROM_MS..=until_ms - duration_ms);
+            let apart =
+                group(kind).is_none_or(|g| windows[g].iter().all(|(a, b)| at_ms + duration_ms <= *a || *b <= at_ms));
+            if apart {
+                kept = Some((kind, at_ms, duration_ms));
+                break;
+            }
+        }
+        let Some((kind, at_ms, duration_ms)) = kept else { continue };
+        if let Some(g) = group(kind) {
+            windows[g].push((at_ms, at_ms + duration_ms));
+        }
+        faults.push(fault(&mut rng, s, kind, (at_ms, duration_ms)));
+    }
+    faults
+}
+
+/// One fault of `kind` with its fields drawn.
+fn fault(rng: &mut ChaCha8Rng, s: &Scenario, kind: FaultKind, (at_ms, duration_ms): (u64, u64)) -> Fault {
+    let target = kind.needs_a_node().then(|| match rng.random_range(0..=s.nodes.count + 1) {
+        0 | 1 => "owner".to_owned(),
+        n => format!("n{}", n - 1),
+    });
+    let partition = kind == FaultKind::Partition;
+    Fault {
+        kind,
+        target,
+        at_s: at_ms / 1000,
+        duration_s: duration_ms.div_ceil(1000),
+        link: partition.then(|| [Link::Redis, Link::Store, Link::Both][rng.random_range(0..3)]),
+        mode: partition.then(|| if rng.random_bool(0.5) { Mode::Blackhole } else { Mode::Reset }),
+        latency_ms: match kind {
+            FaultKind::SlowStore | FaultKind::SlowModel => Some(rng.random_range(100..=800)),
+            FaultKind::SlowRedis => Some(rng.random_range(20..=400)),
+            _ => None,
+        },
+        jitter_ms: None,
+        direction: (kind == FaultKind::SlowRedis).then_some(Direction::Both),
+        follow_ms: None,
+        never_follow: None,
+        follow_ms_by_node: None,
+        jump_ms: (kind == FaultKind::ClockJump).then(|| {
+            let ms = rng.random_range(500..=20_000i64);
+            if rng.random_bool(0.5) {
+                ms
+            } else {
+                -ms
+            }
+        }),
+        unreplicated_acquire: None,
+        exact_ms: Some((at_ms, duration_ms)),
+        number: None,
+        on: None,
+    }
+}
