@@ -384,14 +384,15 @@ fn main() -> ExitCode {
     ExitCode::from(exit.code())
 }
 
-/// The node variant `node --flaw NAME` asks for. A production build has no flaws to select.
-fn node_variant(flaw: Option<&str>) -> anyhow::Result<leasequake::node::Variant> {
+/// The node variant `node --flaw NAME` (or `sim --flaw NAME`) asks for. A production build has
+/// no flaws to select: asking for one is a usage error naming the build that has them.
+fn node_variant(flaw: Option<&str>) -> Result<leasequake::node::Variant, HarnessError> {
     let Some(name) = flaw else { return Ok(leasequake::node::Variant::reference()) };
     #[cfg(feature = "flaws")]
     {
         let Some(f) = redis_lease::Flaw::from_name(name) else {
             let known: Vec<&str> = redis_lease::Flaw::ALL.iter().map(|f| f.name()).collect();
-            anyhow::bail!("unknown flaw {name:?}; known flaws: {}", known.join(", "));
+            return Err(HarnessError::usage(format!("unknown flaw {name:?}; known flaws: {}", known.join(", "))));
         };
         Ok(leasequake::node::Variant {
             label: Some(format!("flaw: {}", f.name())),
@@ -399,10 +400,10 @@ fn node_variant(flaw: Option<&str>) -> anyhow::Result<leasequake::node::Variant>
         })
     }
     #[cfg(not(feature = "flaws"))]
-    anyhow::bail!(
+    Err(HarnessError::usage(format!(
         "this build cannot select flaws (asked for {name:?}); the self-test node is a separate build: \
          cargo build -p leasequake --features flaws --target-dir target/flawed"
-    )
+    )))
 }
 
 async fn dispatch(command: Command) -> anyhow::Result<Exit> {

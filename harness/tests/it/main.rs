@@ -12,3 +12,4 @@ mod protocol_doc;
 mod runner;
 mod scenarios;
 mod selftest;
+mod sim;

@@ -1,0 +1,51 @@
+//! `leasequake sim` as a user runs it: a seed replays to the same history, a failing seed is kept
+//! and re-judged by `check`, bad input exits 2 naming the fix.
+
+use std::process::Command;
+
+fn sim(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .current_dir(env!("CARGO_MANIFEST_DIR").to_owned() + "/..")
+        .arg("sim")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn hash(out: &str) -> String {
+    out.lines().find_map(|l| l.split_once(" history ").map(|(_, h)| h.to_owned())).unwrap_or_default()
+}
+
+#[test]
+fn a_seed_replays_to_the_same_history_and_is_kept_for_check() {
+    let dir = std::env::temp_dir().join(format!("leasequake-sim-it-{}", std::process::id()));
+    let report = dir.to_string_lossy().into_owned();
+    let (code, a, err) = sim(&["--seed", "11", "--virtual-s", "20", "--report-dir", &report]);
+    assert_eq!(code, Some(0), "{a}{err}");
+    let (_, b, _) = sim(&["--seed", "11", "--virtual-s", "20", "--report-dir", &report]);
+    assert!(!hash(&a).is_empty() && hash(&a) == hash(&b), "{a}\n{b}");
+    let (_, c, _) = sim(&["--seed", "12", "--virtual-s", "20", "--report-dir", &report]);
+    assert_ne!(hash(&a), hash(&c));
+    // The kept seed is a run directory `check` re-judges to the same verdict.
+    let run = std::fs::read_dir(dir.join("latest")).unwrap().flatten().map(|e| e.path()).find(|p| p.is_dir()).unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("check").arg(&run).output().unwrap();
+    assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_problem() {
+    let (code, _, err) = sim(&["--seeds", "0"]);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, out, err) = sim(&["--seed", "1", "--scenario", "scenarios/sim/no-such.toml"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains("no-such.toml"), "{err}");
+    let (code, _, err) = sim(&["--seed", "1", "--flaw", "non-sticky-loss"]);
+    assert_eq!(code, Some(2), "a production build runs no flaw: {err}");
+    assert!(err.contains("target/flawed"), "{err}");
+}
