@@ -215,6 +215,9 @@ struct SimArgs {
     /// Run a flawed lease (the self-test build only: target/flawed/debug/leasequake).
     #[arg(long)]
     flaw: Option<String>,
+    /// Stop at the first failing seed.
+    #[arg(long)]
+    first_failure: bool,
 }
 
 #[derive(clap::Args)]
@@ -589,6 +592,7 @@ async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
         report_dir: args.report_dir,
         variant: std::sync::Arc::new(node_variant(args.flaw.as_deref())?),
         flaw: args.flaw,
+        first_failure: args.first_failure,
     };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();

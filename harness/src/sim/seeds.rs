@@ -38,6 +38,8 @@ pub struct Request {
     pub variant: Arc<crate::job::Variant>,
     /// The flaw's name, for the replay command.
     pub flaw: Option<String>,
+    /// Stop at the first failing seed (the seeds already running finish).
+    pub first_failure: bool,
 }
 
 /// The verdict counts of a batch of seeds.
@@ -90,13 +92,17 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
     let mut counts = Counts::default();
     for done in rx {
         keeper.take(done, &mut counts)?;
+        if req.first_failure && counts.fail > 0 {
+            stop.store(true, Ordering::Relaxed);
+        }
     }
     for h in handles {
         let _ = h.join();
     }
     let took = started.elapsed().as_secs_f64();
     let seeds = counts.pass + counts.fail + counts.inconclusive;
-    let stopped = (seeds < req.count).then(|| format!("interrupted after {seeds} of {} seeds", req.count));
+    let stopped = (seeds < req.count && !(req.first_failure && counts.fail > 0))
+        .then(|| format!("interrupted after {seeds} of {} seeds", req.count));
     let page = keeper.finish(stopped.clone())?;
     print_totals(req, counts, seeds, took, stopped.as_deref());
     if let Some(page) = page {
