@@ -9,8 +9,9 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use redis_lease::{LeaseError, OwnerToken, TokenSource};
 use tokio::time::Instant;
 
+use super::cluster::Cluster;
 use super::gate::{Gate, GatedSpawner, Tasks};
-use super::net::{redis_request, store_link, Link, Primary};
+use super::net::{redis_request, store_link, Link};
 use crate::job::{NodeEnv, StoreFailure};
 use crate::store::Store;
 
@@ -54,7 +55,7 @@ impl VClock {
 /// One node's world.
 pub(super) struct SimEnv {
     pub clock: VClock,
-    pub primary: Arc<Primary>,
+    pub redis: Arc<Cluster>,
     pub store: Arc<Store>,
     /// The node's link to Redis.
     pub redis_link: Arc<Link>,
@@ -85,12 +86,7 @@ impl NodeEnv for SimEnv {
     }
 
     async fn connect(&self) -> Result<SimConn, String> {
-        Ok(SimConn {
-            link: self.redis_link.clone(),
-            primary: self.primary.clone(),
-            clock: self.clock,
-            latency: self.latency,
-        })
+        Ok(SimConn { link: self.redis_link.clone(), redis: self.redis.clone(), latency: self.latency })
     }
 
     fn renewal(&self) -> impl redis_lease::Spawn {
@@ -135,16 +131,14 @@ impl NodeEnv for SimEnv {
 #[derive(Clone)]
 pub(super) struct SimConn {
     link: Arc<Link>,
-    primary: Arc<Primary>,
-    clock: VClock,
+    redis: Arc<Cluster>,
     latency: Duration,
 }
 
 impl SimConn {
     async fn send(&self, cmd: &Cmd) -> Result<Value, redis::RedisError> {
         let args = super::redis::conn::args(cmd);
-        let clock = self.clock;
-        redis_request(self.link.clone(), self.primary.clone(), args, self.latency, move || clock.unix_ms()).await
+        redis_request(self.link.clone(), self.redis.clone(), args, self.latency).await
     }
 }
 

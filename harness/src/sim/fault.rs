@@ -84,17 +84,16 @@ pub(super) fn apply(w: &World, f: &Fault, index: u32) -> Result<String, String> 
             Ok("sim: the primary restarted without persistence (keys, counters, scripts gone)".into())
         }
         FaultKind::PauseWrites => {
-            *w.primary.writes_paused_until.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(until);
+            *lock(&w.primary().writes_paused_until) = Some(until);
             Ok("sim: the primary's writes paused".into())
         }
         FaultKind::ClockJump if f.target.is_none() => {
             let jump = f.jump_ms.unwrap_or(0);
-            *w.primary.offset_ms.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += jump;
+            *lock(&w.primary().offset_ms) += jump;
             Ok(format!("sim: the primary's clock moved {jump} ms"))
         }
-        FaultKind::ClockJump | FaultKind::Failover => {
-            Err(format!("the simulation does not model {} yet (docs/sim.md)", f.kind))
-        }
+        FaultKind::Failover => failover(w, f, until),
+        FaultKind::ClockJump => Err(format!("the simulation does not model {} on a node yet (docs/sim.md)", f.kind)),
     }
 }
 
@@ -108,9 +107,83 @@ pub(super) fn heal(w: &World, f: &Fault, index: u32) -> String {
         },
         FaultKind::ClockJump => {
             let jump = f.jump_ms.unwrap_or(0);
-            *w.primary.offset_ms.lock().unwrap_or_else(std::sync::PoisonError::into_inner) -= jump;
+            *lock(&w.primary().offset_ms) -= jump;
             "sim: the primary's clock moved back".into()
         }
+        FaultKind::Failover => heal_failover(w, f),
         _ => "sim: ended at its time".into(),
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How long Sentinel takes from agreeing the primary is down to the promotion.
+const ELECTION: Duration = Duration::from_millis(1_000);
+/// How long a handover (`SENTINEL FAILOVER`) takes to promote.
+const HANDOVER: Duration = Duration::from_millis(500);
+
+/// `failover`: the primary frozen (`pause`, the default), cut from replication (`isolate`), or
+/// handed over (`manual`); Sentinel promotes the replica after down-after and an election (a
+/// handover at once, with nothing lost). What the stream still carried is lost; clients follow the
+/// promotion. A frozen or cut primary healed before the promotion was only a blip.
+fn failover(w: &World, f: &Fault, until: Instant) -> Result<String, String> {
+    let old = w.primary();
+    let mode = f.mode.unwrap_or(Mode::Pause);
+    let after = match mode {
+        Mode::Manual => HANDOVER,
+        _ => Duration::from_millis(w.down_after_ms()) + ELECTION,
+    };
+    match mode {
+        Mode::Manual => {}
+        Mode::Isolate => w.redis.set_cut(true),
+        _ => {
+            *lock(&old.frozen_until) = Some(until);
+            w.redis.set_cut(true);
+        }
+    }
+    let (redis, epoch) = (w.redis.clone(), w.redis.epoch());
+    let promote_at = Instant::now() + after;
+    drop(tokio::spawn(async move {
+        tokio::time::sleep_until(promote_at).await;
+        // Healed first (the primary came back before Sentinel agreed): no failover.
+        if redis.epoch() != epoch || (mode != Mode::Manual && Instant::now() >= until) {
+            return;
+        }
+        redis.promote(mode == Mode::Manual);
+        if mode == Mode::Manual {
+            redis.demote();
+        }
+    }));
+    Ok(format!(
+        "sim: {} {}; Sentinel promotes {} after {} ms",
+        old.name,
+        match mode {
+            Mode::Manual => "handed over",
+            Mode::Isolate => "cut from replication",
+            _ => "frozen (SIGSTOP)",
+        },
+        w.redis.servers().iter().find(|s| s.name != old.name).map_or("the replica", |s| s.name),
+        after.as_millis()
+    ))
+}
+
+/// The old primary back: unfrozen and reconnected; if it was replaced, demoted and resynchronised.
+fn heal_failover(w: &World, f: &Fault) -> String {
+    let mode = f.mode.unwrap_or(Mode::Pause);
+    for s in w.redis.servers() {
+        *lock(&s.frozen_until) = None;
+    }
+    if mode == Mode::Manual {
+        return "sim: nothing to undo (the handover demoted the old primary)".into();
+    }
+    let replaced = w.redis.servers().iter().all(|s| s.role() == super::redis::Role::Primary);
+    w.redis.set_cut(false);
+    if replaced {
+        w.redis.demote();
+        "sim: the old primary is back, demoted to a replica and resynchronised".into()
+    } else {
+        "sim: the primary is back (no promotion happened)".into()
     }
 }

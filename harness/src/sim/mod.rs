@@ -3,6 +3,7 @@
 //! real store's rules, one seed deciding everything. `world` runs one seed into a history the
 //! checker judges, as it judges a container run's.
 
+mod cluster;
 mod env;
 mod fault;
 pub mod gate;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::{RedisError, Value};
 use tokio::time::Instant;
 
-use super::redis::Instance;
+use super::cluster::{Cluster, Server};
 
 /// How long a connection lives under `lose_replies` before it is cut (the container lane's).
 const LOSE_REPLIES_CUT: Duration = Duration::from_millis(100);
@@ -65,47 +65,22 @@ pub enum Lost {
     ReplyLost,
 }
 
-/// The primary as clients reach it: the instance, whether it is down (restarting), whether its
-/// writes are paused, and its clock's offset.
-pub struct Primary {
-    /// The instance.
-    pub instance: Arc<Mutex<Instance>>,
-    /// Restarting until: connections refused.
-    pub down_until: Mutex<Option<Instant>>,
-    /// `CLIENT PAUSE WRITE` until.
-    pub writes_paused_until: Mutex<Option<Instant>>,
-    /// The instance's wall clock: the virtual one plus this, ms.
-    pub offset_ms: Mutex<i64>,
-}
-
-impl Primary {
-    /// A primary around `instance`.
-    pub fn new(instance: Arc<Mutex<Instance>>) -> Self {
-        Self { instance, down_until: Mutex::default(), writes_paused_until: Mutex::default(), offset_ms: Mutex::new(0) }
-    }
-
-    fn until(m: &Mutex<Option<Instant>>) -> Option<Instant> {
-        m.lock().unwrap_or_else(PoisonError::into_inner).filter(|u| Instant::now() < *u)
-    }
-}
-
 /// The commands `CLIENT PAUSE WRITE` holds (scripts may write, so they wait too).
 fn writes(args: &[Vec<u8>]) -> bool {
     let name = args.first().map(|n| String::from_utf8_lossy(n).to_ascii_lowercase()).unwrap_or_default();
     matches!(name.as_str(), "set" | "del" | "incr" | "pexpire" | "pexpireat" | "eval" | "evalsha")
 }
 
-/// Sends one command over `link` to `primary` and waits for the reply; `now_ms` is the primary's
-/// wall clock (the virtual one) without its offset.
+/// Sends one command over `link` to the server clients are routed to and waits for the reply.
 pub async fn redis_request(
     link: Arc<Link>,
-    primary: Arc<Primary>,
+    cluster: Arc<Cluster>,
     args: Vec<Vec<u8>>,
     latency: Duration,
-    unix_ms: impl Fn() -> u64 + Send + 'static,
 ) -> Result<Value, RedisError> {
     let at_send = link.now();
-    if LinkFaults::active(at_send.reset_until) || Primary::until(&primary.down_until).is_some() {
+    let server = cluster.routed();
+    if LinkFaults::active(at_send.reset_until) || Server::until(&server.down_until).is_some() {
         return Err(reset("connection reset by peer"));
     }
     if LinkFaults::active(at_send.blackhole_until) {
@@ -114,17 +89,19 @@ pub async fn redis_request(
     // On the wire: a task of the world's, which the sender's crash does not cancel.
     let travel = tokio::spawn(async move {
         tokio::time::sleep(latency + at_send.extra()).await;
-        if Primary::until(&primary.down_until).is_some() {
+        if Server::until(&server.down_until).is_some() {
             return Err(Lost::Reset);
         }
+        // A frozen server holds the request until it runs again.
+        while let Some(until) = Server::until(&server.frozen_until) {
+            tokio::time::sleep_until(until).await;
+        }
         if writes(&args) {
-            while let Some(until) = Primary::until(&primary.writes_paused_until) {
+            while let Some(until) = Server::until(&server.writes_paused_until) {
                 tokio::time::sleep_until(until).await;
             }
         }
-        let offset = *primary.offset_ms.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = unix_ms().saturating_add_signed(offset);
-        let reply = primary.instance.lock().unwrap_or_else(PoisonError::into_inner).exec(&args, now).to_value();
+        let reply = cluster.exec(&server, &args).to_value();
         let back = link.now();
         if LinkFaults::active(back.lose_replies_until) {
             tokio::time::sleep(LOSE_REPLIES_CUT).await;

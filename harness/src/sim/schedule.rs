@@ -11,7 +11,8 @@ use rand_chacha::ChaCha8Rng;
 use crate::scenario::{Direction, Fault, Link, Mode, Scenario};
 
 /// The kinds the world applies (docs/sim.md).
-pub const KINDS: [FaultKind; 13] = [
+pub const KINDS: [FaultKind; 14] = [
+    FaultKind::Failover,
     FaultKind::Partition,
     FaultKind::Pause,
     FaultKind::StallRenewal,
@@ -62,7 +63,16 @@ pub fn draw(s: &Scenario, seed: u64, virtual_s: u64) -> Vec<Fault> {
         // Bounded: a draw that overlaps another of its group is drawn again at most 20 times.
         for _ in 0..20 {
             let kind = KINDS[rng.random_range(0..KINDS.len())];
-            let duration_ms = rng.random_range(200..=LONGEST_MS);
+            // A failover lasts past Sentinel's down-after and election, or it is only a blip.
+            let duration_ms = if kind == FaultKind::Failover {
+                let floor = s.sentinel.down_after_ms + 2_000;
+                rng.random_range(floor..=floor + LONGEST_MS)
+            } else {
+                rng.random_range(200..=LONGEST_MS)
+            };
+            if FROM_MS + duration_ms > until_ms {
+                continue;
+            }
             let at_ms = rng.random_range(FROM_MS..=until_ms - duration_ms);
             let apart =
                 group(kind).is_none_or(|g| windows[g].iter().all(|(a, b)| at_ms + duration_ms <= *a || *b <= at_ms));
@@ -93,7 +103,11 @@ fn fault(rng: &mut ChaCha8Rng, s: &Scenario, kind: FaultKind, (at_ms, duration_m
         at_s: at_ms / 1000,
         duration_s: duration_ms.div_ceil(1000),
         link: partition.then(|| [Link::Redis, Link::Store, Link::Both][rng.random_range(0..3)]),
-        mode: partition.then(|| if rng.random_bool(0.5) { Mode::Blackhole } else { Mode::Reset }),
+        mode: match kind {
+            FaultKind::Partition => Some(if rng.random_bool(0.5) { Mode::Blackhole } else { Mode::Reset }),
+            FaultKind::Failover => Some([Mode::Pause, Mode::Isolate, Mode::Manual][rng.random_range(0..3)]),
+            _ => None,
+        },
         latency_ms: match kind {
             FaultKind::SlowStore | FaultKind::SlowModel => Some(rng.random_range(100..=800)),
             FaultKind::SlowRedis => Some(rng.random_range(20..=400)),

@@ -19,10 +19,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::cluster::{Cluster, Server};
 use super::env::{SimEnv, VClock};
 use super::gate::{Gate, Gated, Tasks};
-use super::net::{Link, Primary};
-use super::redis::{Instance, Reply, Role};
+use super::net::Link;
+use super::redis::{Reply, Role};
 use crate::error::HarnessError;
 use crate::job::{Emitter, Variant};
 use crate::recorder::Recorder;
@@ -48,6 +49,8 @@ const OBSERVER_EVERY: Duration = Duration::from_millis(250);
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// Each way, on every link, before faults.
 const LATENCY: Duration = Duration::from_micros(250);
+/// How long a write takes to reach the replica.
+const REPLICATION_LAG: Duration = Duration::from_millis(2);
 
 /// Runs scenario `s`'s configuration for `virtual_s` seconds of virtual time with `seed`: its
 /// `[random]` faults (or, without one, three drawn from every kind the random draw knows).
@@ -103,7 +106,8 @@ pub(super) struct World {
     faults: Vec<Fault>,
     seed: u64,
     clock: VClock,
-    pub primary: Arc<Primary>,
+    /// Redis: the primary, its replica, the routing and the replication stream.
+    pub redis: Arc<Cluster>,
     store: Arc<Store>,
     rec: Recorder,
     nodes: Mutex<Vec<NodeSlot>>,
@@ -122,13 +126,15 @@ async fn run_world(
     variant: Arc<Variant>,
 ) -> Vec<HistoryLine> {
     let clock = VClock::start();
-    let header = scenario_header(s, seed, &format!("sim-{seed}"), TENANT, clock.now_ns(), 0);
+    let mut header = scenario_header(s, seed, &format!("sim-{seed}"), TENANT, clock.now_ns(), 0);
+    // The simulated nodes reach whichever server is master: Sentinel-aware clients.
+    header.clients_follow = true;
     let w = Arc::new(World {
         s: s.clone(),
         faults,
         seed,
         clock,
-        primary: Arc::new(Primary::new(Arc::new(Mutex::new(Instance::new(Role::Primary))))),
+        redis: Cluster::new(REPLICATION_LAG, clock),
         store: Arc::new(store.with_stamp(clock.stamp())),
         rec: Recorder::new(HistoryLine::Header(header)),
         nodes: Mutex::default(),
@@ -179,18 +185,27 @@ impl World {
         LEASE_KEY.to_owned()
     }
 
-    /// Runs a command on the primary now, on its clock (the world's own: the observer, faults).
-    pub fn primary_exec(&self, args: &[&str]) -> Reply {
-        let offset = *self.primary.offset_ms.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = self.clock.unix_ms().saturating_add_signed(offset);
-        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
-        self.primary.instance.lock().unwrap_or_else(PoisonError::into_inner).exec(&args, now)
+    /// The server clients reach (the primary, or the promoted replica after a failover).
+    pub fn primary(&self) -> Arc<Server> {
+        self.redis.routed()
     }
 
-    /// A restart without persistence; connections refused until `up`.
+    /// Runs a command on the primary now, on its clock (the world's own: faults).
+    pub fn primary_exec(&self, args: &[&str]) -> Reply {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        self.redis.exec(&self.redis.routed(), &args)
+    }
+
+    /// A restart of the primary without persistence; connections refused until `up`.
     pub fn restart_primary(&self, up: Instant) {
-        self.primary.instance.lock().unwrap_or_else(PoisonError::into_inner).restart();
-        *self.primary.down_until.lock().unwrap_or_else(PoisonError::into_inner) = Some(up);
+        let p = self.primary();
+        p.instance.lock().unwrap_or_else(PoisonError::into_inner).restart();
+        *p.down_until.lock().unwrap_or_else(PoisonError::into_inner) = Some(up);
+    }
+
+    /// Sentinel's `down-after-milliseconds` in this scenario.
+    pub fn down_after_ms(&self) -> u64 {
+        self.s.sentinel.down_after_ms
     }
 
     /// Kills node `index`: its job and every task of its incarnation end at once.
@@ -217,7 +232,7 @@ impl World {
         let nonce = self.rng.lock().unwrap_or_else(PoisonError::into_inner).random();
         let env = SimEnv {
             clock: self.clock,
-            primary: self.primary.clone(),
+            redis: self.redis.clone(),
             store: self.store.clone(),
             redis_link: links.0.clone(),
             store_link: links.1.clone(),
@@ -350,7 +365,9 @@ fn fault_line(w: &World, id: u64, f: &Fault, target: &str, phase: FaultPhase, de
     })
 }
 
-/// The observer: the primary's holder, ttl and role every [`OBSERVER_EVERY`], until `stop`.
+/// The observer: each server's holder, ttl and role every [`OBSERVER_EVERY`], until `stop`, as
+/// the container lane's `docker exec redis-cli` reads them (a frozen or restarting server answers
+/// nothing).
 async fn observe(w: Arc<World>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(OBSERVER_EVERY);
     // Bounded by `stop`.
@@ -360,26 +377,41 @@ async fn observe(w: Arc<World>, stop: CancellationToken) {
             () = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let down =
-            w.primary.down_until.lock().unwrap_or_else(PoisonError::into_inner).is_some_and(|u| Instant::now() < u);
-        let (holder, ttl) = if down {
-            (Reply::Nil, Reply::Nil)
-        } else {
-            (w.primary_exec(&["GET", LEASE_KEY]), w.primary_exec(&["PTTL", LEASE_KEY]))
-        };
-        w.record(HistoryLine::Observer(ObserverSample {
-            instance: "redis-primary".into(),
-            at_ns: w.clock.now_ns(),
-            holder: match holder {
-                Reply::Bulk(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-                _ => None,
-            },
-            ttl_ms: match ttl {
-                Reply::Int(n) if n >= 0 => Some(n),
-                _ => None,
-            },
-            role: (!down).then(|| "master".to_owned()),
-            error: down.then(|| "connection refused (restarting)".to_owned()),
-        }));
+        for server in w.redis.servers().clone() {
+            let sample = sample(&w, &server);
+            w.record(HistoryLine::Observer(sample));
+        }
+    }
+}
+
+/// One server's sample: read without touching it (a `GET` on a master would expire the key and
+/// replicate a `DEL`, which a real observer's read also does: so it reads through the server).
+fn sample(w: &World, server: &Arc<Server>) -> ObserverSample {
+    let unreachable = Server::until(&server.down_until).is_some() || Server::until(&server.frozen_until).is_some();
+    let at_ns = w.clock.now_ns();
+    if unreachable {
+        let error = Some("no answer (restarting or frozen)".to_owned());
+        return ObserverSample { instance: server.name.into(), at_ns, holder: None, ttl_ms: None, role: None, error };
+    }
+    let args = |a: &[&str]| a.iter().map(|x| x.as_bytes().to_vec()).collect::<Vec<_>>();
+    let holder = w.redis.exec(server, &args(&["GET", LEASE_KEY]));
+    let ttl = w.redis.exec(server, &args(&["PTTL", LEASE_KEY]));
+    let role = match server.role() {
+        Role::Primary => "master",
+        Role::Replica => "slave",
+    };
+    ObserverSample {
+        instance: server.name.into(),
+        at_ns,
+        holder: match holder {
+            Reply::Bulk(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+            _ => None,
+        },
+        ttl_ms: match ttl {
+            Reply::Int(n) if n >= 0 => Some(n),
+            _ => None,
+        },
+        role: Some(role.into()),
+        error: None,
     }
 }

@@ -6,12 +6,13 @@
 //! real calls run on it unchanged. docs/sim.md lists what the model does not capture.
 
 pub mod conn;
-mod keyspace;
+pub mod keyspace;
 mod lua;
 pub mod reply;
 
+use keyspace::spec;
+pub use keyspace::Keyspace;
 pub use keyspace::Role;
-use keyspace::{spec, Keyspace};
 pub use reply::Reply;
 
 /// One Redis instance.
@@ -48,6 +49,19 @@ impl Instance {
     pub fn restart(&mut self) {
         self.data.clear();
         self.scripts = lua::Scripts::new();
+    }
+
+    /// The keyspace as a full resync sends it.
+    #[must_use]
+    pub fn snapshot(&self) -> keyspace::Keyspace {
+        self.data.clone()
+    }
+
+    /// A full resync from a master: its data replaces this instance's, which becomes a replica.
+    pub fn resync(&mut self, mut data: keyspace::Keyspace) {
+        data.role = Role::Replica;
+        data.effects.clear();
+        self.data = data;
     }
 
     /// The effects written since the last call, for the replicas (oldest first).
