@@ -218,6 +218,9 @@ struct SimArgs {
     /// Stop at the first failing seed.
     #[arg(long)]
     first_failure: bool,
+    /// Print every seed's history hash (`sort` two runs' lines and compare them).
+    #[arg(long)]
+    print_hashes: bool,
 }
 
 #[derive(clap::Args)]
@@ -593,6 +596,7 @@ async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
         variant: std::sync::Arc::new(node_variant(args.flaw.as_deref())?),
         flaw: args.flaw,
         first_failure: args.first_failure,
+        hashes: args.print_hashes,
     };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();

@@ -40,6 +40,8 @@ pub struct Request {
     pub flaw: Option<String>,
     /// Stop at the first failing seed (the seeds already running finish).
     pub first_failure: bool,
+    /// Print every seed's history hash (to compare two runs for determinism).
+    pub hashes: bool,
 }
 
 /// The verdict counts of a batch of seeds.
@@ -158,7 +160,7 @@ impl<'a> Keeper<'a> {
             Verdict::Inconclusive => counts.inconclusive += 1,
         }
         let single = self.req.count == 1;
-        if single {
+        if single || self.req.hashes {
             println!("seed {} history {}", done.seed, history_hash(&run.lines));
         }
         let sample = verdict == Verdict::Pass && !self.sampled;
