@@ -105,7 +105,11 @@ impl NodeEnv for SimEnv {
     ) -> Result<(u16, String), StoreFailure> {
         let extra = match store_link(&self.store_link) {
             Ok(extra) => extra,
-            Err(true) => return Err(StoreFailure::NotDelivered("connection reset by peer".into())),
+            Err(true) => {
+                // A refused connection also takes a round trip (see `net::redis_request`).
+                tokio::time::sleep(2 * self.latency).await;
+                return Err(StoreFailure::NotDelivered("connection reset by peer".into()));
+            }
             Err(false) => return std::future::pending().await,
         };
         let (store, latency) = (self.store.clone(), self.latency + extra);

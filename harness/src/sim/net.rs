@@ -81,6 +81,9 @@ pub async fn redis_request(
     let at_send = link.now();
     let server = cluster.routed();
     if LinkFaults::active(at_send.reset_until) || Server::until(&server.down_until).is_some() {
+        // The reset comes back after a round trip: never at no cost in virtual time, or a client
+        // that retries at once would spin without the world's clock ever moving.
+        tokio::time::sleep(2 * latency).await;
         return Err(reset("connection reset by peer"));
     }
     if LinkFaults::active(at_send.blackhole_until) {

@@ -38,7 +38,7 @@ pub struct Request {
     pub variant: Arc<crate::job::Variant>,
     /// The flaw's name, for the replay command.
     pub flaw: Option<String>,
-    /// Stop at the first failing seed (the seeds already running finish).
+    /// Stop at the first failing seed (seeds still running are abandoned).
     pub first_failure: bool,
     /// Print every seed's history hash (to compare two runs for determinism).
     pub hashes: bool,
@@ -92,14 +92,25 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
     drop(tx);
     let mut keeper = Keeper::new(req, &scenario)?;
     let mut counts = Counts::default();
-    for done in rx {
-        keeper.take(done, &mut counts)?;
-        if req.first_failure && counts.fail > 0 {
-            stop.store(true, Ordering::Relaxed);
+    // Bounded by the seeds, or by Ctrl-C: a stop does not wait for seeds still running (a world
+    // that never ends must not keep the command from ending), they go with the process.
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(done) => {
+                keeper.take(done, &mut counts)?;
+                if req.first_failure && counts.fail > 0 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    for h in handles {
-        let _ = h.join();
+    if !stop.load(Ordering::Relaxed) {
+        for h in handles {
+            let _ = h.join();
+        }
     }
     let took = started.elapsed().as_secs_f64();
     let seeds = counts.pass + counts.fail + counts.inconclusive;

@@ -59,3 +59,22 @@ fn seeds_with_faults_replay_byte_for_byte() {
     }
     assert!(with_faults >= 8, "the seeds drew faults ({with_faults} of 10)");
 }
+
+#[test]
+fn a_reset_costs_a_round_trip_so_a_client_retrying_at_once_cannot_stop_the_clock() {
+    // The renewal-errors-ignored flaw retries at once on an error: with resets answered at no
+    // virtual cost, its world spun forever at one instant (seen: seeds that never ended).
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    rt.block_on(async {
+        let link = Arc::new(super::net::Link::default());
+        let far = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        link.set(|l| l.reset_until = Some(far));
+        let redis = super::cluster::Cluster::new(std::time::Duration::from_millis(2), super::env::VClock::start());
+        let latency = std::time::Duration::from_micros(250);
+        let began = tokio::time::Instant::now();
+        let got = super::net::redis_request(link, redis, vec![b"PING".to_vec()], latency).await;
+        assert!(got.is_err(), "a reset link answers with an error");
+        // (tokio's timers round up to the millisecond)
+        assert!(began.elapsed() >= 2 * latency, "the error came back after a round trip: {:?}", began.elapsed());
+    });
+}

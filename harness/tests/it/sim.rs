@@ -49,3 +49,35 @@ fn bad_input_exits_2_naming_the_problem() {
     assert_eq!(code, Some(2), "a production build runs no flaw: {err}");
     assert!(err.contains("target/flawed"), "{err}");
 }
+
+#[test]
+fn sigterm_stops_the_seeds_with_the_counts_so_far_and_exit_3() {
+    let dir = std::env::temp_dir().join(format!("leasequake-sim-term-{}", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .current_dir(env!("CARGO_MANIFEST_DIR").to_owned() + "/..")
+        .args(["sim", "--seeds", "100000", "--virtual-s", "20", "--report-dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    // Bounded: a stop does not wait for seeds still running (a world that never ends included).
+    let began = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if began.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert_eq!(status.and_then(|s| s.code()), Some(3), "{out}");
+    assert!(out.contains("stopped: interrupted after"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
