@@ -98,20 +98,21 @@ pub(super) fn apply(w: &World, f: &Fault, index: u32) -> Result<String, String> 
 }
 
 /// Undoes what outlasts its window: a crashed node starts again (a new incarnation); a primary's
-/// clock steps back. Everything else ends by itself at its instant.
-pub(super) fn heal(w: &World, f: &Fault, index: u32) -> String {
+/// clock steps back; a failed-over primary comes back. Everything else ends by itself at its
+/// instant. An error is a heal that failed (a `heal_failed` line: the seed is inconclusive).
+pub(super) fn heal(w: &World, f: &Fault, index: u32) -> Result<String, String> {
     match f.kind {
         FaultKind::Crash => match w.restart(index) {
-            Ok(incarnation) => format!("sim: n{index} started again (incarnation {incarnation})"),
-            Err(e) => format!("sim: n{index} could not start again: {e}"),
+            Ok(incarnation) => Ok(format!("sim: n{index} started again (incarnation {incarnation})")),
+            Err(e) => Err(format!("sim: n{index} could not start again: {e}")),
         },
         FaultKind::ClockJump => {
             let jump = f.jump_ms.unwrap_or(0);
             *lock(&w.primary().offset_ms) -= jump;
-            "sim: the primary's clock moved back".into()
+            Ok("sim: the primary's clock moved back".into())
         }
-        FaultKind::Failover => heal_failover(w, f),
-        _ => "sim: ended at its time".into(),
+        FaultKind::Failover => Ok(heal_failover(w, f)),
+        _ => Ok("sim: ended at its time".into()),
     }
 }
 

@@ -347,8 +347,11 @@ async fn drive(w: Arc<World>) {
                 applied[i] = Some((index, target));
             }
         } else if let Some((index, target)) = applied[i].take() {
-            let detail = super::fault::heal(&w, f, index);
-            w.record(fault_line(&w, id, f, &target, FaultPhase::Healed, detail));
+            let (phase, detail) = match super::fault::heal(&w, f, index) {
+                Ok(d) => (FaultPhase::Healed, d),
+                Err(e) => (FaultPhase::HealFailed, e),
+            };
+            w.record(fault_line(&w, id, f, &target, phase, detail));
         }
     }
 }
