@@ -90,7 +90,7 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
         })
         .collect();
     drop(tx);
-    let mut keeper = Keeper::new(req, &scenario)?;
+    let mut keeper = Keeper { req, scenario: &scenario, suite: None, sampled: false };
     let mut counts = Counts::default();
     // Bounded by the seeds, or by Ctrl-C: a stop does not wait for seeds still running (a world
     // that never ends must not keep the command from ending), they go with the process.
@@ -150,11 +150,7 @@ struct Keeper<'a> {
     sampled: bool,
 }
 
-impl<'a> Keeper<'a> {
-    fn new(req: &'a Request, scenario: &'a Scenario) -> Result<Self, HarnessError> {
-        Ok(Self { req, scenario, suite: None, sampled: false })
-    }
-
+impl Keeper<'_> {
     fn take(&mut self, done: Done, counts: &mut Counts) -> Result<(), HarnessError> {
         let run = match done.run {
             Ok(r) => r,
