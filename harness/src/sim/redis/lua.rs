@@ -5,12 +5,11 @@
 //! an integer reply, truncated; `false` is nil; a table with `err` or `ok` is an error or status;
 //! an array stops at its first nil; nil replies come back to Lua as `false`).
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use mlua::{Function, HookTriggers, Lua, MultiValue, Table, Value, VmState};
 
-use super::keyspace::{parse_i64, Keyspace};
+use super::keyspace::{parse_i64, Keyspace, Role};
 use super::{data_command, Reply};
 
 /// A script's instruction budget: Redis stops a busy script after 5 s; the model stops one that
@@ -28,6 +27,8 @@ impl Scripts {
     pub fn new() -> Self {
         let lua = Lua::new();
         let _ = install_library(&lua);
+        lua.set_app_data(Call { data: Keyspace::new(Role::Primary), now_ms: 0, raised_at: None, budget: 0 });
+        lua.set_hook(HookTriggers::new().every_nth_instruction(10_000), |lua, _| budget(lua));
         Self { lua, by_sha: BTreeMap::new() }
     }
 
@@ -105,7 +106,8 @@ impl Scripts {
     }
 
     /// Calls a compiled script with its keys and arguments; `redis.call` and `redis.pcall` run
-    /// against `data` for the length of the call.
+    /// against `data` for the length of the call (lent to the Lua state's [`Call`] and taken
+    /// back after).
     fn run(
         &self,
         data: &mut Keyspace,
@@ -115,58 +117,88 @@ impl Scripts {
         now_ms: u64,
     ) -> Reply {
         let lua = &self.lua;
-        let data = RefCell::new(data);
-        // The script's line that raised, for the error reply (`on @user_script:N.`).
-        let raised_at = std::cell::Cell::new(None::<i32>);
-        let outcome = lua.scope(|scope| {
-            let globals = lua.globals();
-            globals.set("KEYS", strings(lua, keys)?)?;
-            globals.set("ARGV", strings(lua, argv)?)?;
-            let redis: Table = globals.get("redis")?;
-            let command = |lua: &Lua, args: MultiValue, raise: bool| -> mlua::Result<Value> {
-                let args = command_args(args)?;
-                let reply = match args.split_first() {
-                    Some((name, rest)) => data_command(&mut data.borrow_mut(), name, rest, now_ms, true),
-                    None => Reply::err("Please specify at least one argument for this redis lib call"),
-                };
-                match reply {
-                    Reply::Error(e) if raise => {
-                        raised_at.set(lua.inspect_stack(1).map(|d| d.curr_line()));
-                        Err(mlua::Error::RuntimeError(e))
-                    }
-                    r => to_lua(lua, &r),
-                }
-            };
-            redis.set("call", scope.create_function(move |lua, args: MultiValue| command(lua, args, true))?)?;
-            redis.set("pcall", scope.create_function(move |lua, args: MultiValue| command(lua, args, false))?)?;
-            let budget = std::cell::Cell::new(0u32);
-            lua.set_hook(HookTriggers::new().every_nth_instruction(10_000), move |_, _| {
-                budget.set(budget.get().saturating_add(10_000));
-                if budget.get() > INSTRUCTION_LIMIT {
-                    return Err(mlua::Error::RuntimeError("BUSY the model stopped a script that ran too long".into()));
-                }
-                Ok(VmState::Continue)
-            });
-            let value = f.call::<Value>(());
-            lua.remove_hook();
-            Ok(value.map(|v| to_reply(&v)))
+        if let Some(mut call) = lua.app_data_mut::<Call>() {
+            std::mem::swap(&mut call.data, data);
+            call.now_ms = now_ms;
+            call.raised_at = None;
+            call.budget = 0;
+        }
+        let outcome = self.set_arguments(keys, argv).and_then(|()| f.call::<Value>(())).map(|v| to_reply(&v));
+        let raised_at = lua.app_data_mut::<Call>().and_then(|mut call| {
+            std::mem::swap(&mut call.data, data);
+            call.raised_at
         });
         match outcome {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) | Err(e) => {
+            Ok(reply) => reply,
+            Err(e) => {
                 let text = message(&e);
-                let line = raised_at.get().or_else(|| script_line(&text)).unwrap_or(1);
+                let line = raised_at.or_else(|| script_line(&text)).unwrap_or(1);
                 let coded = text.split_whitespace().next().is_some_and(|w| w.chars().all(|c| c.is_ascii_uppercase()));
                 let text = if coded { text } else { format!("ERR {text}") };
                 Reply::Error(format!("{text} script: {sha}, on @user_script:{line}."))
             }
         }
     }
+
+    /// `KEYS` and `ARGV`, new tables for each call (a script may have changed the last ones).
+    fn set_arguments(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
+        let globals = self.lua.globals();
+        globals.raw_set("KEYS", strings(&self.lua, keys)?)?;
+        globals.raw_set("ARGV", strings(&self.lua, argv)?)
+    }
 }
 
-/// `redis.status_reply`, `redis.error_reply`, `redis.sha1hex` and a silent `redis.log`.
+/// What `redis.call` reaches while a script runs: the instance's keyspace (lent for the call),
+/// its clock, the line that raised an error, and the instructions run so far.
+struct Call {
+    data: Keyspace,
+    now_ms: u64,
+    /// The script's line that raised, for the error reply (`on @user_script:N.`).
+    raised_at: Option<i32>,
+    budget: u32,
+}
+
+/// `redis.call` (`raise`: an error reply raises a Lua error) and `redis.pcall`.
+fn command(lua: &Lua, args: MultiValue, raise: bool) -> mlua::Result<Value> {
+    let args = command_args(args)?;
+    let reply = {
+        let Some(mut call) = lua.app_data_mut::<Call>() else {
+            return Err(mlua::Error::RuntimeError("ERR redis.call outside a script".into()));
+        };
+        let now_ms = call.now_ms;
+        match args.split_first() {
+            Some((name, rest)) => data_command(&mut call.data, name, rest, now_ms, true),
+            None => Reply::err("Please specify at least one argument for this redis lib call"),
+        }
+    };
+    match reply {
+        Reply::Error(e) if raise => {
+            let line = lua.inspect_stack(1).map(|d| d.curr_line());
+            if let Some(mut call) = lua.app_data_mut::<Call>() {
+                call.raised_at = line;
+            }
+            Err(mlua::Error::RuntimeError(e))
+        }
+        r => to_lua(lua, &r),
+    }
+}
+
+/// Stops a script that runs away (checked every 10 000 instructions).
+fn budget(lua: &Lua) -> mlua::Result<VmState> {
+    let Some(mut call) = lua.app_data_mut::<Call>() else { return Ok(VmState::Continue) };
+    call.budget = call.budget.saturating_add(10_000);
+    if call.budget > INSTRUCTION_LIMIT {
+        return Err(mlua::Error::RuntimeError("BUSY the model stopped a script that ran too long".into()));
+    }
+    Ok(VmState::Continue)
+}
+
+/// `redis.call`, `redis.pcall`, `redis.status_reply`, `redis.error_reply`, `redis.sha1hex` and
+/// a silent `redis.log`.
 fn install_library(lua: &Lua) -> mlua::Result<()> {
     let redis = lua.create_table()?;
+    redis.set("call", lua.create_function(|lua, args: MultiValue| command(lua, args, true))?)?;
+    redis.set("pcall", lua.create_function(|lua, args: MultiValue| command(lua, args, false))?)?;
     redis.set(
         "status_reply",
         lua.create_function(|lua, s: mlua::String| {
@@ -195,9 +227,13 @@ fn install_library(lua: &Lua) -> mlua::Result<()> {
 }
 
 fn strings(lua: &Lua, items: &[Vec<u8>]) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
     for (i, item) in items.iter().enumerate() {
-        t.raw_set(i + 1, lua.create_string(item)?)?;
+        // Valid UTF-8 goes onto Lua's stack as it is (no registry reference): the same bytes.
+        match std::str::from_utf8(item) {
+            Ok(text) => t.raw_set(i + 1, text)?,
+            Err(_) => t.raw_set(i + 1, lua.create_string(item)?)?,
+        }
     }
     Ok(t)
 }

@@ -202,3 +202,24 @@ async fn the_model_answers_random_command_sequences_as_a_real_redis_server_does(
     assert_eq!(compared, sequences * steps);
     server.stop().await;
 }
+
+#[test]
+fn replies_built_directly_are_what_redis_rs_parses_from_their_bytes() {
+    let kinds = vec![
+        Reply::Int(-7),
+        Reply::Nil,
+        Reply::NilArray,
+        Reply::bulk("tok/1"),
+        Reply::bulk(""),
+        Reply::ok(),
+        Reply::Status("PONG".into()),
+        Reply::err("wrong number of arguments"),
+        Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into()),
+        Reply::Array(vec![Reply::Int(1), Reply::Nil, Reply::bulk("x"), Reply::ok()]),
+        Reply::Array(vec![Reply::Int(1), Reply::Error("WRONGTYPE Operation".into())]),
+        Reply::Array(vec![]),
+    ];
+    for r in kinds {
+        assert_eq!(format!("{:?}", r.to_value()), format!("{:?}", r.parsed()), "{r:?}");
+    }
+}
