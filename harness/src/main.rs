@@ -206,6 +206,9 @@ struct SimArgs {
     /// Virtual seconds per seed.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(5..=3600))]
     virtual_s: u64,
+    /// Node processes contending for the lease (default: the scenario's `[nodes] count`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
+    nodes: Option<u32>,
     /// Worker threads (default: one per core).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     workers: Option<u64>,
@@ -591,6 +594,7 @@ async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
         first,
         count,
         virtual_s: args.virtual_s,
+        nodes: args.nodes,
         workers: workers.min(usize::try_from(count).unwrap_or(usize::MAX)),
         report_dir: args.report_dir,
         variant: std::sync::Arc::new(node_variant(args.flaw.as_deref())?),

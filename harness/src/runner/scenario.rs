@@ -715,6 +715,22 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
     Ok(s)
 }
 
+/// Scenario `s` (read from `file`) with `count` nodes instead of its own (`leasequake sim
+/// --nodes`), validated again: a fault of the file aimed at a node beyond `count` is refused.
+///
+/// # Errors
+/// The scenario is not valid with `count` nodes.
+pub fn with_nodes(mut s: Scenario, file: &Path, count: u32) -> Result<Scenario, ScenarioError> {
+    s.nodes.count = count;
+    validate(&s).map_err(|(field, message)| ScenarioError {
+        file: file.to_path_buf(),
+        line: None,
+        field,
+        message: format!("{message} (with --nodes {count})"),
+    })?;
+    Ok(s)
+}
+
 /// Reads and validates a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {

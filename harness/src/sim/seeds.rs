@@ -30,6 +30,8 @@ pub struct Request {
     pub count: u64,
     /// Virtual seconds per seed.
     pub virtual_s: u64,
+    /// The node count, instead of the scenario's (`--nodes`).
+    pub nodes: Option<u32>,
     /// Worker threads.
     pub workers: usize,
     /// Where kept seeds go.
@@ -63,7 +65,12 @@ struct Done {
 
 /// Runs the request; prints a line per finding and the totals.
 pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> {
-    let scenario = crate::scenario::load(&req.scenario).map_err(|e| HarnessError::usage(e.to_string()))?;
+    let scenario = crate::scenario::load(&req.scenario)
+        .and_then(|s| match req.nodes {
+            Some(k) => crate::scenario::with_nodes(s, &req.scenario, k),
+            None => Ok(s),
+        })
+        .map_err(|e| HarnessError::usage(e.to_string()))?;
     crate::suite::usable_report_dir(&req.report_dir)?;
     let started = Instant::now();
     let (tx, rx) = mpsc::sync_channel::<Done>(64);
@@ -194,11 +201,18 @@ impl Keeper<'_> {
 
     /// The command that replays `seed` exactly.
     fn replay(&self, seed: u64) -> String {
-        format!(
+        let mut line = format!(
             "leasequake sim --seed {seed} --scenario {} --virtual-s {}",
             self.req.scenario.display(),
             self.req.virtual_s
-        )
+        );
+        if let Some(k) = self.req.nodes {
+            line.push_str(&format!(" --nodes {k}"));
+        }
+        if let Some(flaw) = &self.req.flaw {
+            line.push_str(&format!(" --flaw {flaw}"));
+        }
+        line
     }
 
     /// Writes the seed's history, verdicts and scenario into the suite's next run directory.

@@ -38,8 +38,50 @@ fn a_seed_replays_to_the_same_history_and_is_kept_for_check() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Every file under `dir`, as text, concatenated.
+fn all_text(dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            text += &all_text(&p);
+        } else {
+            text += &std::fs::read_to_string(&p).unwrap_or_default();
+        }
+    }
+    text
+}
+
+#[test]
+fn nodes_overrides_the_scenarios_count_and_the_kept_repro_says_so() {
+    let dir = std::env::temp_dir().join(format!("leasequake-sim-nodes-{}", std::process::id()));
+    let (one_dir, three_dir) = (dir.join("one"), dir.join("three"));
+    let args = |d: &std::path::Path| {
+        ["--seed", "11", "--virtual-s", "20", "--report-dir"]
+            .map(str::to_owned)
+            .to_vec()
+            .into_iter()
+            .chain([d.to_string_lossy().into_owned()])
+            .collect::<Vec<_>>()
+    };
+    let one_args: Vec<String> = args(&one_dir).into_iter().chain(["--nodes".into(), "1".into()]).collect();
+    let (code, one, err) = sim(&one_args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, Some(0), "{one}{err}");
+    let (_, three, _) = sim(&args(&three_dir).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!hash(&one).is_empty() && hash(&one) != hash(&three), "{one}\n{three}");
+    let kept = all_text(&one_dir);
+    let repro = "--seed 11 --scenario scenarios/sim/recommended.toml --virtual-s 20 --nodes 1";
+    assert!(kept.contains(repro), "the kept run's repro names --nodes 1");
+    assert!(kept.contains("\"n1\"") && !kept.contains("\"n2\""), "one node ran, n2 never appears");
+    assert!(all_text(&three_dir).contains("\"n3\""), "without --nodes, the scenario's three");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn bad_input_exits_2_naming_the_problem() {
+    let (code, _, err) = sim(&["--seed", "1", "--nodes", "17"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--nodes"), "{err}");
     let (code, _, err) = sim(&["--seeds", "0"]);
     assert_eq!(code, Some(2), "{err}");
     let (code, out, err) = sim(&["--seed", "1", "--scenario", "scenarios/sim/no-such.toml"]);
