@@ -259,7 +259,12 @@ pub struct Fault {
     /// primary, so that the next acquire lands there alone: acknowledged, never replicated, and
     /// (verified) missing on the new primary.
     pub unreplicated_acquire: Option<bool>,
-    /// Exact times (start, duration) in ms, for drawn and replayed schedules (not in files).
+    /// When, to the ms (within `at_s`'s second): exported schedules carry it.
+    pub at_ms: Option<u64>,
+    /// How long, to the ms (within `duration_s`, above the second before it).
+    pub duration_ms: Option<u64>,
+    /// Exact times (start, duration) in ms: drawn and replayed schedules, or a file's `at_ms` and
+    /// `duration_ms`.
     #[serde(skip)]
     pub exact_ms: Option<(u64, u64)>,
     /// The number the recorded run gave this fault, for a replay (not in files): a repro's
@@ -560,6 +565,8 @@ impl Scenario {
                 follow_ms_by_node: None,
                 jump_ms: None,
                 unreplicated_acquire: None,
+                at_ms: None,
+                duration_ms: None,
                 exact_ms: Some((at_ms, duration_ms)),
                 number: None,
                 on: None,
@@ -692,6 +699,8 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
             follow_ms_by_node: st.follow_ms_by_node,
             jump_ms: st.jump_ms,
             unreplicated_acquire: st.unreplicated_acquire,
+            at_ms: None,
+            duration_ms: None,
             exact_ms: Some((at_ms, st.duration_ms)),
             number: st.id,
             on: st.on,
@@ -755,13 +764,51 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             .to_owned();
         ScenarioError { file: path.to_path_buf(), line, field, message }
     })?;
-    validate(&scenario).map_err(|(field, message)| ScenarioError {
+    let mut scenario = scenario;
+    validate(&scenario).and_then(|()| exact_times(&mut scenario)).map_err(|(field, message)| ScenarioError {
         file: path.to_path_buf(),
         line: line_of(text, &field),
         field,
         message,
     })?;
     Ok(scenario)
+}
+
+/// A fault's `at_ms` and `duration_ms`, when a file gives them, refine `at_s` and `duration_s`
+/// (which every check reads): `at_ms` within `at_s`'s second, `duration_ms` above the second
+/// before `duration_s` and at most `duration_s`.
+fn exact_times(s: &mut Scenario) -> Result<(), (String, String)> {
+    for (i, f) in s.faults.iter_mut().enumerate() {
+        if f.at_ms.is_none() && f.duration_ms.is_none() {
+            continue;
+        }
+        if f.on.is_some() {
+            return Err((
+                format!("faults[{i}].at_ms"),
+                "a triggered fault's time is its event: drop at_ms and duration_ms".into(),
+            ));
+        }
+        let at = f.at_ms.unwrap_or(f.at_s.saturating_mul(1000));
+        if at / 1000 != f.at_s {
+            return Err((
+                format!("faults[{i}].at_ms"),
+                format!("{at} is not within at_s = {} (set at_s = {})", f.at_s, at / 1000),
+            ));
+        }
+        let duration = f.duration_ms.unwrap_or(f.duration_s.saturating_mul(1000));
+        if duration.div_ceil(1000) != f.duration_s {
+            return Err((
+                format!("faults[{i}].duration_ms"),
+                format!(
+                    "{duration} does not round up to duration_s = {} (set duration_s = {})",
+                    f.duration_s,
+                    duration.div_ceil(1000)
+                ),
+            ));
+        }
+        f.exact_ms = Some((at, duration));
+    }
+    Ok(())
 }
 
 /// The line where `field` (a dotted path, maybe `faults[i].x`) is set, best effort.

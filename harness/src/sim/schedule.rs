@@ -127,6 +127,8 @@ fn fault(rng: &mut ChaCha8Rng, s: &Scenario, kind: FaultKind, (at_ms, duration_m
             }
         }),
         unreplicated_acquire: None,
+        at_ms: None,
+        duration_ms: None,
         exact_ms: Some((at_ms, duration_ms)),
         number: None,
         on: None,

@@ -410,3 +410,18 @@ fn a_schedule_the_runner_writes_replays_as_the_same_faults_and_an_older_one_stil
     assert_eq!((g.kind.name(), g.target.as_deref(), g.exact_ms), ("partition", Some("n1"), Some((4000, 2000))));
     assert_eq!((g.link, g.mode), (Some(super::Link::Redis), Some(super::Mode::Blackhole)));
 }
+
+#[test]
+fn at_ms_and_duration_ms_refine_a_faults_seconds_and_must_agree_with_them() {
+    let exact = |extra: &str| OK.replace("duration_s = 3\n", &format!("duration_s = 3\n{extra}\n"));
+    let parsed = parse(Path::new("s.toml"), &exact("at_ms = 5250\nduration_ms = 2100")).unwrap();
+    let f = &parsed.faults[0];
+    assert_eq!((f.at_ms(), f.duration_ms()), (5250, 2100));
+    let seconds = parse(Path::new("s.toml"), OK).unwrap();
+    assert_eq!((seconds.faults[0].at_ms(), seconds.faults[0].duration_ms()), (5000, 3000));
+    check(&exact("at_ms = 6000"), Err(("faults[0].at_ms", Some(21))));
+    check(&exact("at_ms = 4999"), Err(("faults[0].at_ms", Some(21))));
+    check(&exact("duration_ms = 2000"), Err(("faults[0].duration_ms", Some(21))));
+    check(&exact("duration_ms = 3001"), Err(("faults[0].duration_ms", Some(21))));
+    check(&exact("at_ms = 5000\non = \"acquired\""), Err(("faults[0].at_ms", Some(21))));
+}
