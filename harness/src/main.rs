@@ -224,6 +224,13 @@ struct SimArgs {
     /// Print every seed's history hash (`sort` two runs' lines and compare them).
     #[arg(long)]
     print_hashes: bool,
+    /// With --seed: shrink the failing seed's schedule and write it as a scenario file for
+    /// containers (checked by running the file in the simulation again).
+    #[arg(long, requires = "seed", value_name = "FILE.toml")]
+    export: Option<std::path::PathBuf>,
+    /// With --export: write the schedule as drawn, not shrunk.
+    #[arg(long, requires = "export")]
+    no_shrink: bool,
 }
 
 #[derive(clap::Args)]
@@ -601,6 +608,8 @@ async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
         flaw: args.flaw,
         first_failure: args.first_failure,
         hashes: args.print_hashes,
+        export: args.export,
+        shrink: !args.no_shrink,
     };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();

@@ -44,6 +44,10 @@ pub struct Request {
     pub first_failure: bool,
     /// Print every seed's history hash (to compare two runs for determinism).
     pub hashes: bool,
+    /// Write the seed's (shrunk) schedule as a scenario file here (`--export`; one seed).
+    pub export: Option<PathBuf>,
+    /// Shrink the schedule before exporting it.
+    pub shrink: bool,
 }
 
 /// The verdict counts of a batch of seeds.
@@ -71,6 +75,9 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
             None => Ok(s),
         })
         .map_err(|e| HarnessError::usage(e.to_string()))?;
+    if let Some(file) = &req.export {
+        return super::export::run(req, &scenario, file);
+    }
     crate::suite::usable_report_dir(&req.report_dir)?;
     let started = Instant::now();
     let (tx, rx) = mpsc::sync_channel::<Done>(64);

@@ -78,3 +78,53 @@ fn a_reset_costs_a_round_trip_so_a_client_retrying_at_once_cannot_stop_the_clock
         assert!(began.elapsed() >= 2 * latency, "the error came back after a round trip: {:?}", began.elapsed());
     });
 }
+
+/// Redis's fence counter behind an enforcing store: a restart without persistence starts the
+/// counter from zero and the store refuses every lower fence (the hazard
+/// scenarios/hazards/redis-fences-after-redis-restart declares): the correct lease fails
+/// `liveness`. Two faults beside the restart change nothing.
+const RESTART_HAZARD: &str = "name = \"restart-hazard\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 30\n\
+    [nodes]\ncount = 3\n[lease]\nttl_ms = 1500\n[store]\npolicy = \"enforce\"\nfence_source = \"redis\"\n\
+    [sentinel]\ndown_after_ms = 5000\n\
+    [[faults]]\nkind = \"slow_model\"\ntarget = \"n2\"\nat_s = 3\nduration_s = 2\nlatency_ms = 200\n\
+    [[faults]]\nkind = \"slow_store\"\nat_s = 8\nduration_s = 3\nlatency_ms = 100\n\
+    [[faults]]\nkind = \"redis_restart\"\nat_s = 15\nduration_s = 4\n";
+
+#[test]
+fn a_failing_schedule_shrinks_to_the_fault_that_matters_and_exports_a_scenario_that_fails_again() {
+    let dir = std::env::temp_dir().join(format!("leasequake-shrink-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("restart-hazard.toml");
+    std::fs::write(&file, RESTART_HAZARD).unwrap();
+    let s = crate::scenario::load(&file).unwrap();
+    let variant = reference();
+    let faults = super::schedule(&s, 5, 30);
+    assert_eq!(faults.len(), 3, "the sim runs the file's own faults");
+    let run = super::run_schedule(&s, 5, 30, faults.clone(), &variant).unwrap();
+    assert!(super::shrink::violates(&run, "liveness"), "{:?}", run.result);
+    let search =
+        super::shrink::Search { scenario: &s, seed: 5, virtual_s: 30, variant: &variant, property: "liveness" };
+    let mut steps = 0;
+    let shrunk = search.shrink(faults, run, super::shrink::Budget::default(), |_| steps += 1).unwrap();
+    assert!(!shrunk.budget_spent && steps > 3);
+    let kinds: Vec<_> = shrunk.faults.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [crate::scenario::FaultKind::RedisRestart], "only the restart matters");
+    assert!(shrunk.faults[0].duration_ms() < 4000, "and it got shorter: {}", shrunk.faults[0].duration_ms());
+    let origin = super::export::Origin {
+        file: &file,
+        seed: 5,
+        virtual_s: 30,
+        property: "liveness",
+        flaw: None,
+        attempts: shrunk.attempts,
+        nodes: 3,
+    };
+    let text = super::export::scenario_text(&origin, &shrunk.faults).unwrap();
+    let exported = crate::scenario::parse(std::path::Path::new("x.toml"), &text).unwrap();
+    assert_eq!(exported.expected.as_ref().map(|e| e.property.as_str()), Some("liveness"), "{text}");
+    assert_eq!(exported.faults.len(), 1);
+    assert_eq!(exported.faults[0].at_ms(), shrunk.faults[0].at_ms(), "the ms survive the file");
+    let again = run_seed(&exported, 5, 30, &variant).unwrap();
+    assert!(super::shrink::violates(&again, "liveness"), "the exported file fails again: {text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

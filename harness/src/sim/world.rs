@@ -52,32 +52,45 @@ const LATENCY: Duration = Duration::from_micros(250);
 /// How long a write takes to reach the replica.
 const REPLICATION_LAG: Duration = Duration::from_millis(2);
 
-/// Runs scenario `s`'s configuration for `virtual_s` seconds of virtual time with `seed`: its
-/// `[random]` faults (or, without one, three drawn from every kind the random draw knows).
+/// Runs scenario `s`'s configuration for `virtual_s` seconds of virtual time with `seed` and the
+/// seed's fault schedule ([`schedule`]).
 ///
 /// # Errors
 /// The runtime or the store cannot be built.
 pub fn run_seed(s: &Scenario, seed: u64, virtual_s: u64, variant: &Arc<Variant>) -> Result<SimRun, HarnessError> {
+    run_schedule(s, seed, virtual_s, schedule(s, seed, virtual_s), variant)
+}
+
+/// Runs scenario `s`'s configuration with `seed` (the world's own randomness: tokens, the lease's
+/// jitter) and `faults` (a shrinking step's schedule, say), and judges the history.
+///
+/// # Errors
+/// The runtime or the store cannot be built.
+pub fn run_schedule(
+    s: &Scenario,
+    seed: u64,
+    virtual_s: u64,
+    faults: Vec<Fault>,
+    variant: &Arc<Variant>,
+) -> Result<SimRun, HarnessError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .map_err(HarnessError::io("building a simulation runtime"))?;
     let store = Store::new(s.store.policy, None).map_err(HarnessError::io("creating the model store"))?;
-    let faults = schedule(s, seed, virtual_s);
     let lines = rt.block_on(run_world(s, (seed, virtual_s), store, faults, variant.clone()));
     let result = crate::check::check(&lines);
     Ok(SimRun { lines, result })
 }
 
-/// The seed's fault schedule: the scenario's `[random]` draw (the container lane's), or the
-/// simulation's own over every kind the world applies (`schedule::draw`).
+/// The seed's fault schedule: the scenario's own `[[faults]]` (an exported schedule) plus its
+/// `[random]` draw (the container lane's), or, with neither, the simulation's own draw over every
+/// kind the world applies (`schedule::draw`).
 pub fn schedule(s: &Scenario, seed: u64, virtual_s: u64) -> Vec<Fault> {
-    if s.random.is_none() {
+    if s.random.is_none() && s.faults.is_empty() {
         return super::schedule::draw(s, seed, virtual_s);
     }
-    let mut s = s.clone();
-    s.faults.clear();
     s.schedule(seed)
 }
 

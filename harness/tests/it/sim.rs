@@ -123,3 +123,42 @@ fn sigterm_stops_the_seeds_with_the_counts_so_far_and_exit_3() {
     assert!(out.contains("stopped: interrupted after"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn export_writes_the_shrunk_schedule_as_a_scenario_that_fails_again_and_refuses_a_passing_seed() {
+    let dir = std::env::temp_dir().join(format!("leasequake-sim-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Redis's fence counter behind an enforcing store: a restart without persistence starts it
+    // from zero and the store refuses every lower fence; the slow store before it changes nothing.
+    let hazard = dir.join("restart-hazard.toml");
+    std::fs::write(
+        &hazard,
+        "name = \"restart-hazard\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 30\n[nodes]\ncount = 3\n\
+         [lease]\nttl_ms = 1500\n[store]\npolicy = \"enforce\"\nfence_source = \"redis\"\n[sentinel]\ndown_after_ms = 5000\n\
+         [[faults]]\nkind = \"slow_store\"\nat_s = 8\nduration_s = 3\nlatency_ms = 100\n\
+         [[faults]]\nkind = \"redis_restart\"\nat_s = 15\nduration_s = 4\n",
+    )
+    .unwrap();
+    let out = dir.join("found.toml");
+    let (h, o) = (hazard.to_string_lossy().into_owned(), out.to_string_lossy().into_owned());
+    let (code, stdout, err) = sim(&["--seed", "5", "--scenario", &h, "--virtual-s", "30", "--export", &o]);
+    assert_eq!(code, Some(1), "a finding exits 1: {stdout}{err}");
+    assert!(stdout.contains("seed 5 violates liveness with 2 faults"), "{stdout}");
+    assert!(stdout.contains("without slow_store") && stdout.contains("checked:"), "{stdout}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("kind = \"redis_restart\"") && !text.contains("slow_store"), "{text}");
+    assert!(text.contains("[expected]") && text.contains("property = \"liveness\""), "{text}");
+    let list = Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("list").arg(&out).output().unwrap();
+    assert_eq!(
+        list.status.code(),
+        Some(0),
+        "the export is a valid scenario: {}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let (code, _, err) = sim(&["--seed", "11", "--virtual-s", "20", "--export", &o]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nothing to export"), "{err}");
+    let (code, _, err) = sim(&["--seeds", "3", "--export", &o]);
+    assert_eq!(code, Some(2), "--export takes one --seed: {err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,241 @@
+//! A simulated schedule as a scenario file for real containers: the configuration of the file the
+//! seed ran (its comments aside), the schedule as `[[faults]]` to the ms, the seed, and what the
+//! run must show: a finding of the correct lease is an expected failure (a hazard of the
+//! configuration); a flawed lease's finding is a self-test scenario, which the correct node must
+//! pass and the flawed one fail. The text is parsed back before it is written.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::seeds::Request;
+use super::shrink::{violates, Budget, Search};
+use super::world::{run_schedule, schedule, SimRun};
+use crate::error::HarnessError;
+use crate::exit::Exit;
+use crate::scenario::{Direction, Fault, FaultKind, Link, Mode, NAME_MAX};
+
+/// What the exported scenario is for.
+pub struct Origin<'a> {
+    /// The scenario file the seed ran.
+    pub file: &'a Path,
+    /// The seed.
+    pub seed: u64,
+    /// Virtual seconds the seed ran (the export's `duration_s`).
+    pub virtual_s: u64,
+    /// The property the schedule violates.
+    pub property: &'a str,
+    /// The lease flaw that ran, if any.
+    pub flaw: Option<&'a str>,
+    /// Worlds run to shrink it (0: not shrunk).
+    pub attempts: u32,
+    /// The node count the seed ran with (`--nodes` may have changed the file's).
+    pub nodes: u32,
+}
+
+/// One `[[faults]]` table.
+#[derive(Serialize)]
+struct FileFault {
+    kind: FaultKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
+    at_s: u64,
+    duration_s: u64,
+    at_ms: u64,
+    duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link: Option<Link>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<Mode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jitter_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    direction: Option<Direction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jump_ms: Option<i64>,
+}
+
+impl FileFault {
+    fn of(f: &Fault) -> Self {
+        let (at_ms, duration_ms) = (f.at_ms(), f.duration_ms());
+        Self {
+            kind: f.kind,
+            target: f.target.clone(),
+            at_s: at_ms / 1000,
+            duration_s: duration_ms.div_ceil(1000),
+            at_ms,
+            duration_ms,
+            link: f.link,
+            mode: f.mode,
+            latency_ms: f.latency_ms,
+            jitter_ms: f.jitter_ms,
+            direction: f.direction,
+            jump_ms: f.jump_ms,
+        }
+    }
+}
+
+/// The scenario text for `faults` run as `origin` says, checked by parsing it back.
+///
+/// # Errors
+/// The scenario file cannot be read, or the export does not parse (a defect: the text names it).
+pub fn scenario_text(origin: &Origin<'_>, faults: &[Fault]) -> Result<String, HarnessError> {
+    let bad = |detail: String| HarnessError::usage(format!("exporting seed {}: {detail}", origin.seed));
+    let text =
+        std::fs::read_to_string(origin.file).map_err(|e| bad(format!("cannot read {}: {e}", origin.file.display())))?;
+    let mut table: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    for key in ["faults", "random", "expected", "seed"] {
+        table.remove(key);
+    }
+    let base = table.get("name").and_then(toml::Value::as_str).unwrap_or("sim").to_owned();
+    let mut name = format!("{base}-seed-{}", origin.seed);
+    name.truncate(NAME_MAX);
+    let what = origin.flaw.map_or_else(|| "the correct lease".to_owned(), |f| format!("the lease flaw {f}"));
+    let shrunk = if origin.attempts > 0 {
+        format!(", shrunk in {} simulated runs to the smallest schedule that still violates it", origin.attempts)
+    } else {
+        String::new()
+    };
+    table.insert("name".into(), name.into());
+    if let Some(nodes) = table.get_mut("nodes").and_then(toml::Value::as_table_mut) {
+        nodes.insert("count".into(), toml::Value::Integer(i64::from(origin.nodes)));
+    }
+    table.insert(
+        "description".into(),
+        format!(
+            "leasequake sim seed {} of {}: {what} violates {}",
+            origin.seed,
+            origin.file.display(),
+            origin.property
+        )
+        .into(),
+    );
+    table.insert("incident".into(), incident(origin, &what, &shrunk).into());
+    table.insert("seed".into(), toml::Value::Integer(i64::try_from(origin.seed).map_err(|e| bad(e.to_string()))?));
+    table.insert("duration_s".into(), toml::Value::Integer(i64::try_from(origin.virtual_s).unwrap_or(i64::MAX)));
+    if origin.flaw.is_none() {
+        let mut expected = toml::Table::new();
+        expected.insert("property".into(), origin.property.into());
+        expected.insert(
+            "why".into(),
+            format!(
+                "the correct lease violated it in the simulation (seed {}): a hazard of the configuration",
+                origin.seed
+            )
+            .into(),
+        );
+        table.insert("expected".into(), expected.into());
+    }
+    let mut faults: Vec<FileFault> = faults.iter().map(FileFault::of).collect();
+    faults.sort_by_key(|f| f.at_ms);
+    let faults: Vec<toml::Value> =
+        faults.into_iter().map(toml::Value::try_from).collect::<Result<_, _>>().map_err(|e| bad(e.to_string()))?;
+    table.insert("faults".into(), toml::Value::Array(faults));
+    // What the scenario is, first; then its configuration and faults.
+    let mut head = toml::Table::new();
+    for key in ["name", "description", "incident", "seed", "duration_s"] {
+        if let Some(v) = table.remove(key) {
+            head.insert(key.into(), v);
+        }
+    }
+    let out = format!(
+        "{}\n{}",
+        toml::to_string(&head).map_err(|e| bad(e.to_string()))?,
+        toml::to_string(&table).map_err(|e| bad(e.to_string()))?
+    );
+    crate::scenario::parse(Path::new("export.toml"), &out)
+        .map_err(|e| bad(format!("the export does not parse: {e}")))?;
+    Ok(out)
+}
+
+fn incident(origin: &Origin<'_>, what: &str, shrunk: &str) -> String {
+    let judge = match origin.flaw {
+        Some(flaw) => format!("Self-test: exposes {flaw} ({}); the correct node must pass it.", origin.property),
+        None => format!("Expected to fail {} with the correct lease too: see [expected].", origin.property),
+    };
+    format!(
+        "Exported by `leasequake sim --seed {} --scenario {} --export` from a simulated run in which {what} \
+         violated {}{shrunk}. The faults keep the simulation's times to the ms. {judge}",
+        origin.seed,
+        origin.file.display(),
+        origin.property
+    )
+}
+
+/// `leasequake sim --seed S --export FILE`: runs the seed, shrinks its schedule (unless asked not
+/// to), writes the scenario, and checks that the written file, run in the simulation with the same
+/// seed, violates the same property.
+///
+/// # Errors
+/// The scenario cannot be read, a world cannot be built, or the file cannot be written.
+pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<Exit, HarnessError> {
+    // The lease's own warnings are the history's to tell, dozens of worlds over: not the terminal's.
+    let _quiet = tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
+    let seed = req.first;
+    let faults = schedule(s, seed, req.virtual_s);
+    let run = run_schedule(s, seed, req.virtual_s, faults.clone(), &req.variant)?;
+    let Some(property) = violated(&run) else {
+        let verdict = format!("{:?}", run.result.verdict).to_uppercase();
+        return Err(HarnessError::usage(format!(
+            "seed {seed} gives {verdict}, not FAIL: nothing to export (export a seed a batch reported as FAIL)"
+        )));
+    };
+    println!("seed {seed} violates {property} with {} faults", faults.len());
+    let search = Search { scenario: s, seed, virtual_s: req.virtual_s, variant: &req.variant, property: &property };
+    let (faults, attempts) = if req.shrink {
+        let shrunk = search.shrink(faults, run, Budget::default(), |step| {
+            let outcome = if step.kept { "still violates it" } else { "does not" };
+            println!("  shrink {:>3}: {}: {outcome} ({} faults)", step.attempt, step.tried, step.faults.len());
+        })?;
+        if shrunk.budget_spent {
+            println!("  the budget ended the search: the schedule may shrink further");
+        }
+        (shrunk.faults, shrunk.attempts)
+    } else {
+        (faults, 0)
+    };
+    let origin = Origin {
+        file: &req.scenario,
+        seed,
+        virtual_s: req.virtual_s,
+        property: &property,
+        flaw: req.flaw.as_deref(),
+        attempts,
+        nodes: s.nodes.count,
+    };
+    let text = scenario_text(&origin, &faults)?;
+    crate::history::write_atomically(file, text.as_bytes())?;
+    let exported = crate::scenario::load(file).map_err(|e| HarnessError::usage(e.to_string()))?;
+    let again = run_schedule(&exported, seed, req.virtual_s, schedule(&exported, seed, req.virtual_s), &req.variant)?;
+    let total_ms: u64 = faults.iter().map(Fault::duration_ms).sum();
+    println!("wrote {} ({} faults, {total_ms} ms of faults in all)", file.display(), faults.len());
+    if !violates(&again, &property) {
+        println!("but run again from the file, the simulation does not violate {property}: the export lost something");
+        return Ok(Exit::Inconclusive);
+    }
+    let flaw = req.flaw.as_deref().map_or_else(String::new, |f| format!(" --flaw {f}"));
+    println!(
+        "checked: `leasequake sim --seed {seed} --scenario {} --virtual-s {}{flaw}` violates {property}",
+        file.display(),
+        req.virtual_s
+    );
+    match req.flaw.as_deref() {
+        Some(f) => {
+            println!("on containers, the flawed node (expect FAIL): leasequake run {} --node-cmd \"target/flawed/debug/leasequake node --flaw {f}\"", file.display());
+            println!("on containers, the correct node (expect PASS): leasequake run {}", file.display());
+        }
+        None => println!("on containers (expect XFAIL): leasequake run {}", file.display()),
+    }
+    Ok(Exit::Failed)
+}
+
+/// The first property `run` violates.
+fn violated(run: &SimRun) -> Option<String> {
+    run.result
+        .properties
+        .iter()
+        .find(|p| p.status == leasequake_reports::PropertyStatus::Violated)
+        .map(|p| p.name.clone())
+}
