@@ -98,8 +98,8 @@ pub(super) fn apply(w: &World, f: &Fault, index: u32) -> Result<String, String> 
 }
 
 /// Undoes what outlasts its window: a crashed node starts again (a new incarnation); a primary's
-/// clock steps back; a failed-over primary comes back. Everything else ends by itself at its
-/// instant. An error is a heal that failed (a `heal_failed` line: the seed is inconclusive).
+/// clock steps back; a failed-over primary comes back; a slowed model is told its speed again.
+/// Everything else ends by itself at its instant. An error is a heal that failed (a `heal_failed` line: the seed is inconclusive).
 pub(super) fn heal(w: &World, f: &Fault, index: u32) -> Result<String, String> {
     match f.kind {
         FaultKind::Crash => match w.restart(index) {
@@ -112,6 +112,13 @@ pub(super) fn heal(w: &World, f: &Fault, index: u32) -> Result<String, String> {
             Ok("sim: the primary's clock moved back".into())
         }
         FaultKind::Failover => Ok(heal_failover(w, f)),
+        // The node keeps its model latency until told otherwise (a new incarnation starts at 0).
+        FaultKind::SlowModel => match w.node(index) {
+            Some(n) => n
+                .command(leasequake_reports::history::NodeCommand::SlowModel { ms: 0 })
+                .map(|()| format!("sim: n{index}'s model calls at their own speed again")),
+            None => Err(format!("sim: no node n{index}")),
+        },
         _ => Ok("sim: ended at its time".into()),
     }
 }

@@ -128,3 +128,33 @@ fn a_failing_schedule_shrinks_to_the_fault_that_matters_and_exports_a_scenario_t
     assert!(super::shrink::violates(&again, "liveness"), "the exported file fails again: {text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_slowed_model_runs_at_its_own_speed_again_after_the_heal() {
+    // Seen: the heal was "ended at its time" and the node's model stayed slow for good, so a
+    // seed's liveness failed on the simulation's bug, not the lease's.
+    let text = "name = \"slow-model\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 20\n[nodes]\ncount = 1\n\
+                [lease]\nttl_ms = 1500\n[store]\npolicy = \"enforce\"\nfence_source = \"store\"\n\
+                [[faults]]\nkind = \"slow_model\"\ntarget = \"n1\"\nat_s = 3\nduration_s = 2\nlatency_ms = 400\n";
+    let s = crate::scenario::parse(std::path::Path::new("slow.toml"), text).unwrap();
+    let run = run_seed(&s, 1, 20, &reference()).unwrap();
+    let model_ms = |from_s: u64, to_s: u64| -> Vec<u64> {
+        run.lines
+            .iter()
+            .filter_map(|l| match l {
+                HistoryLine::Node { received_ns, event, .. }
+                    if (from_s * 1_000_000_000..to_s * 1_000_000_000).contains(&(received_ns - 1_000_000_000)) =>
+                {
+                    serde_json::to_value(event)
+                        .ok()
+                        .filter(|e| e["type"] == "model_call")
+                        .and_then(|e| e["ms"].as_u64())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(model_ms(4, 5).iter().any(|ms| *ms >= 500), "slow inside the window: {:?}", model_ms(4, 5));
+    let after = model_ms(7, 20);
+    assert!(!after.is_empty() && after.iter().all(|ms| *ms < 200), "at its own speed after the heal: {after:?}");
+}
