@@ -306,9 +306,16 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeaseGuard<C> {
                     }
                 }
                 () = self.shared.clock.sleep_until(deadline) => {
-                    let expired = self.shared.state().check_deadline(self.shared.clock.now());
+                    let now = self.shared.clock.now();
+                    let expired = self.shared.state().check_deadline(now);
+                    let ignored = expired.is_some();
                     if let Some(reason) = expired.filter(|_| !self.shared.flaw(Flaw::RenewalErrorsIgnored)) {
                         return self.shared.lose(reason, None);
+                    }
+                    if ignored {
+                        // The flaw ignores the expiry; it looks again a renewal interval later
+                        // (a deadline already past would be ready at once, a busy loop).
+                        self.shared.clock.sleep_until(now + self.shared.config.renew_interval()).await;
                     }
                 }
             }
