@@ -10,10 +10,16 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
 
+/// Polls of one task at one virtual instant beyond which it is taken to spin: a busy loop that
+/// never waits on a timer keeps the runtime from ever being idle, so virtual time would never move
+/// again. The task is then held for good, and the gate remembers when (the world reports it).
+const SPIN_POLLS: u32 = 100_000;
+
 /// Shut until an instant, or open.
 #[derive(Debug, Default)]
 pub struct Gate {
     until: Mutex<Option<Instant>>,
+    spun: Mutex<Option<Instant>>,
 }
 
 impl Gate {
@@ -23,6 +29,15 @@ impl Gate {
         *u = Some(u.map_or(until, |old| old.max(until)));
     }
 
+    /// When a task behind the gate was first held for spinning.
+    pub fn spun(&self) -> Option<Instant> {
+        *self.spun.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn mark_spun(&self, at: Instant) {
+        self.spun.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(at);
+    }
+
     /// When the gate opens, if it is shut now.
     fn shut(&self) -> Option<Instant> {
         let u = *self.until.lock().unwrap_or_else(PoisonError::into_inner);
@@ -30,17 +45,36 @@ impl Gate {
     }
 }
 
-/// A future behind gates: polled only while every gate is open.
+/// A future behind gates: polled only while every gate is open; held for good if it spins (see
+/// [`SPIN_POLLS`]; the first gate records it).
 pub struct Gated<F> {
     gates: Vec<Arc<Gate>>,
     inner: Pin<Box<F>>,
     wait: Option<Pin<Box<Sleep>>>,
+    /// The instant of the last poll, and how many polls it has had.
+    polls: (Option<Instant>, u32),
 }
 
 impl<F: Future> Gated<F> {
     /// `inner`, behind `gates`.
     pub fn new(gates: Vec<Arc<Gate>>, inner: F) -> Self {
-        Self { gates, inner: Box::pin(inner), wait: None }
+        Self { gates, inner: Box::pin(inner), wait: None, polls: (None, 0) }
+    }
+
+    /// Counts a poll at `now`; true once the task has spun.
+    fn spinning(&mut self, now: Instant) -> bool {
+        if self.polls.0 == Some(now) {
+            self.polls.1 = self.polls.1.saturating_add(1);
+        } else {
+            self.polls = (Some(now), 0);
+        }
+        if self.polls.1 < SPIN_POLLS {
+            return false;
+        }
+        if let Some(g) = self.gates.first() {
+            g.mark_spun(now);
+        }
+        true
     }
 }
 
@@ -53,6 +87,10 @@ impl<F: Future> Future for Gated<F> {
             let opens = self.gates.iter().filter_map(|g| g.shut()).max();
             let Some(opens) = opens else {
                 self.wait = None;
+                if self.spinning(Instant::now()) {
+                    // Held without a waker: the runtime goes idle and time moves on.
+                    return Poll::Pending;
+                }
                 return self.inner.as_mut().poll(cx);
             };
             let wait = self.wait.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(opens)));

@@ -158,3 +158,24 @@ fn a_slowed_model_runs_at_its_own_speed_again_after_the_heal() {
     let after = model_ms(7, 20);
     assert!(!after.is_empty() && after.iter().all(|ms| *ms < 200), "at its own speed after the heal: {after:?}");
 }
+
+#[test]
+fn a_task_that_spins_at_one_instant_is_held_and_the_seed_is_inconclusive_not_endless() {
+    // A busy loop that never waits on a timer keeps a paused-time runtime from ever idling, so
+    // virtual time would never move again (seen: a flaw's `lost()` looping on a passed deadline).
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    let gate = Arc::new(super::gate::Gate::default());
+    rt.block_on(async {
+        let spin = super::gate::Gated::new(vec![gate.clone()], async {
+            loop {
+                tokio::task::yield_now().await;
+            }
+        });
+        let spinner = tokio::spawn(spin);
+        let began = tokio::time::Instant::now();
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        assert!(began.elapsed() >= std::time::Duration::from_secs(5), "time moved on");
+        spinner.abort();
+    });
+    assert!(gate.spun().is_some(), "the gate remembers the spin");
+}

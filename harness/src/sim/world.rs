@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use leasequake_reports::history::{
-    EventKind, FaultEvent, FaultPhase, HistoryLine, NodeCommand, ObserverSample, Snapshot, PROTOCOL_VERSION,
+    EnvChange, EnvEvent, EventKind, FaultEvent, FaultPhase, HistoryLine, NodeCommand, ObserverSample, Snapshot,
+    PROTOCOL_VERSION,
 };
 use leasequake_reports::CheckResult;
 use rand::{Rng, SeedableRng};
@@ -129,6 +130,8 @@ pub(super) struct World {
     rng: Mutex<ChaCha8Rng>,
     /// The node variant every incarnation runs (the reference node, or a flawed lease).
     variant: Arc<Variant>,
+    /// Every incarnation's node gate, to report a task the simulation held for spinning.
+    gates: Mutex<Vec<(String, Arc<Gate>)>>,
 }
 
 async fn run_world(
@@ -154,6 +157,7 @@ async fn run_world(
         running: Mutex::default(),
         rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0x5151_5151)),
         variant,
+        gates: Mutex::default(),
     });
     for i in 1..=s.nodes.count {
         let links = (Arc::new(Link::default()), Arc::new(Link::default()));
@@ -277,6 +281,7 @@ impl World {
             tasks: env.tasks.clone(),
             commands,
         };
+        self.gates.lock().unwrap_or_else(PoisonError::into_inner).push((format!("n{i}"), slot.node_gate.clone()));
         let job = crate::job::run(Arc::new(env), config, emitter, stream.boxed(), self.variant.clone());
         let job = tokio::spawn(Gated::new(vec![slot.node_gate.clone()], job));
         slot.tasks.track(job.abort_handle());
@@ -308,8 +313,20 @@ impl World {
         self.rec.push(line);
     }
 
-    /// The store's audit log, the snapshot and the seal.
+    /// The store's audit log, the snapshot and the seal; before them, a node the simulation held
+    /// for spinning, as the environment drifting (no verdict stands on such a world).
     fn close(&self) -> Vec<HistoryLine> {
+        for (node, gate) in self.gates.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            if let Some(at) = gate.spun() {
+                self.rec.push(HistoryLine::Environment(EnvEvent {
+                    change: EnvChange::ContainerOther,
+                    subject: node.clone(),
+                    source: "sim".into(),
+                    at_ns: self.clock.at_ns(at),
+                    detail: "a task spun at one virtual instant (a busy loop that never waits): the simulation held it for good".into(),
+                }));
+            }
+        }
         for record in self.store.audit_after(0) {
             self.rec.push(HistoryLine::Audit(record));
         }
