@@ -71,7 +71,7 @@ enum Command {
         /// Where the figures go (JSON).
         #[arg(long, default_value = "reports-out/bench.json")]
         out: std::path::PathBuf,
-        /// Only the checker and the report rendering.
+        /// No containers: only the checker, the report rendering and the simulation's speed.
         #[arg(long)]
         checker_only: bool,
         /// Also time these scenarios (e.g. scenarios/nightly) as a suite at parallelism 1 and 2,
