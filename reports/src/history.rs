@@ -379,11 +379,12 @@ pub struct AuditRecord {
     pub call: u64,
 }
 
-/// The history file's format version (docs/history.md). Version 5 records a heal that failed as
+/// The history file's format version (docs/history.md). Version 6 says on a heal how long the
+/// fault's effect may outlast it ([`FaultEvent::outlasts_ms`]); version 5 records a heal that failed as
 /// such ([`FaultPhase::HealFailed`]); version 4 adds the environment's events
 /// ([`EnvEvent`]); version 3 seals the history (the snapshot's [`Seal`]); version 2 added the
 /// header's `ttl_ms`.
-pub const HISTORY_VERSION: u32 = 5;
+pub const HISTORY_VERSION: u32 = 6;
 
 /// The oldest history version `check` and `repro` still read (judged by the rules it supports).
 pub const HISTORY_VERSION_MIN: u32 = 2;
@@ -654,6 +655,11 @@ pub struct FaultEvent {
     /// (version 4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis_link: Option<LinkCut>,
+    /// On a `healed` line (version 6): how long the fault's effect may outlast its heal, ms. A
+    /// forward step of Redis's clock: a key written during it carries an expiry the step later,
+    /// so a stopped holder's lease can outlive the heal by the step. Liveness counts from then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outlasts_ms: Option<u64>,
 }
 
 /// What the observer saw of the lease key on one Redis instance.

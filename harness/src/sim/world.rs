@@ -85,6 +85,23 @@ pub fn run_schedule(
     Ok(SimRun { lines, result })
 }
 
+/// How long a world runs: `virtual_s`, or longer (by at most a minute, as a container run) when
+/// a fault's effect outlasts its heal (`fault::outlasts_heal_ms`) past the liveness bound before
+/// the end, so that liveness can still be judged after it.
+fn run_for(s: &Scenario, faults: &[Fault], virtual_s: u64) -> Duration {
+    let planned = virtual_s.saturating_mul(1000);
+    let needed = faults
+        .iter()
+        .filter_map(|f| {
+            let outlasts = crate::fault::outlasts_heal_ms(f)?;
+            let healed = f.at_ms().saturating_add(f.duration_ms());
+            Some(healed.saturating_add(outlasts).saturating_add(s.liveness_bound_ms()).saturating_add(500))
+        })
+        .max()
+        .unwrap_or(0);
+    Duration::from_millis(needed.clamp(planned, planned.saturating_add(60_000)))
+}
+
 /// The seed's fault schedule: the scenario's own `[[faults]]` (an exported schedule) plus its
 /// `[random]` draw (the container lane's), or, with neither, the simulation's own draw over every
 /// kind the world applies (`schedule::draw`).
@@ -167,7 +184,7 @@ async fn run_world(
     let stop = CancellationToken::new();
     let observer = tokio::spawn(observe(w.clone(), stop.clone()));
     let driver = tokio::spawn(drive(w.clone()));
-    tokio::time::sleep(Duration::from_secs(virtual_s)).await;
+    tokio::time::sleep(run_for(s, &w.faults, virtual_s)).await;
     driver.abort();
     for n in w.nodes() {
         let _ = n.commands.send(NodeCommand::Stop).await;
@@ -395,6 +412,7 @@ fn fault_line(w: &World, id: u64, f: &Fault, target: &str, phase: FaultPhase, de
         at_ns: w.clock.now_ns(),
         detail,
         redis_link: None,
+        outlasts_ms: (phase == FaultPhase::Healed).then(|| crate::fault::outlasts_heal_ms(f)).flatten(),
     })
 }
 

@@ -470,6 +470,7 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
                     at_ns: t,
                     detail: String::new(),
                     redis_link: None,
+                    outlasts_ms: None,
                 }));
             }
         }

@@ -112,6 +112,7 @@ impl H {
             at_ns: at,
             detail: String::new(),
             redis_link: None,
+            outlasts_ms: None,
         }));
         self
     }
@@ -127,6 +128,7 @@ impl H {
             at_ns: at,
             detail: String::new(),
             redis_link,
+            outlasts_ms: None,
         }));
         h
     }
@@ -324,6 +326,50 @@ fn liveness_needs_a_sync_within_the_bound_after_the_last_heal() {
 }
 
 #[test]
+fn a_forward_step_of_redis_s_clock_lengthens_liveness_by_what_it_outlasts_its_heal_and_nothing_else_does() {
+    // Seen in the simulation (seed 727): a key written while the primary's clock ran 19.7 s ahead
+    // kept its holder's lease 19.7 s past the heal, the holder crashed: no client can shorten it.
+    // Bound 1000 ms; the heal says its effect outlasts it by 2000 ms; a sync 2500 ms later.
+    let history = |kind: FaultKind, target: &str, outlasts_ms: Option<u64>, wait_ms: u64| {
+        let mut h = H::new().fault_of(kind, 1, FaultPhase::Requested).fault_of(kind, 1, FaultPhase::Verified);
+        let at = h.tick();
+        h.lines.push(HistoryLine::Fault(FaultEvent {
+            id: 1,
+            fault: kind,
+            target: target.into(),
+            phase: FaultPhase::Healed,
+            at_ns: at,
+            detail: String::new(),
+            redis_link: None,
+            outlasts_ms,
+        }));
+        h.wait(wait_ms).round("n1", 1).wait(4_000).end()
+    };
+    let judged = |kind: FaultKind, target: &str, outlasts_ms: Option<u64>, wait_ms: u64| {
+        let r = check(&history(kind, target, outlasts_ms, wait_ms));
+        let p = r.properties.into_iter().find(|p| p.name == "liveness").unwrap();
+        (p.status, p.sentence)
+    };
+    let (status, sentence) = judged(FaultKind::ClockJump, "redis-primary", Some(2_000), 2_500);
+    assert_eq!(status, PropertyStatus::Held, "{sentence}");
+    assert!(sentence.contains("outlasts its heal by 2000 ms"), "{sentence}");
+    assert_eq!(judged(FaultKind::ClockJump, "redis-primary", None, 2_500).0, PropertyStatus::Violated);
+    assert_eq!(judged(FaultKind::ClockJump, "redis-primary", Some(2_000), 3_500).0, PropertyStatus::Violated);
+    // Believed of a clock step on Redis only: on a pause's line it lengthens nothing.
+    assert_eq!(judged(FaultKind::Pause, "n1", Some(2_000), 2_500).0, PropertyStatus::Violated);
+    // A value damaged after the history was sealed cannot turn the violation into a pass.
+    let mut damaged = history(FaultKind::ClockJump, "redis-primary", Some(2_000), 3_500);
+    for line in &mut damaged {
+        if let HistoryLine::Fault(f) = line {
+            if f.phase == FaultPhase::Healed {
+                f.outlasts_ms = Some(60_000);
+            }
+        }
+    }
+    assert_eq!(check(&damaged).verdict, Verdict::Inconclusive);
+}
+
+#[test]
 fn the_liveness_bound_counts_rounds_as_long_as_this_run_ran_them() {
     // Bound 1000 ms built from a 100 ms round. After the heal, n1 takes a whole round of
     // `round_ms` from its acquire (its node's stamp) to its persist, with no fault in effect.
@@ -409,6 +455,7 @@ fn an_instance_the_observer_lost_is_a_hole_unless_a_fault_on_that_instance_was_d
             at_ns: at,
             detail: String::new(),
             redis_link: None,
+            outlasts_ms: None,
         }));
         h
     };

@@ -167,7 +167,20 @@ pub(crate) fn outcome_line_at(
         at_ns,
         detail,
         redis_link: (phase == FaultPhase::Verified).then(|| proxy::redis_link(f)).flatten(),
+        outlasts_ms: None,
     })
+}
+
+/// How long `f`'s effect may outlast its heal, ms (a healed line's `outlasts_ms`): a forward step
+/// of Redis's clock, because every key written during it carries an expiry the step later (a
+/// stopped holder's lease outlives the heal by up to the step, and no client can shorten a key
+/// it does not hold). Nothing else outlasts its heal.
+#[must_use]
+pub fn outlasts_heal_ms(f: &Fault) -> Option<u64> {
+    match (f.kind, f.target.as_deref(), f.jump_ms) {
+        (FaultKind::ClockJump, None, Some(jump)) if jump > 0 => Some(jump.unsigned_abs()),
+        _ => None,
+    }
 }
 
 /// The faults in effect, by their place in the schedule. The timeline heals each at its time;

@@ -179,7 +179,9 @@ impl<'t> Timeline<'t> {
         let Some(a) = self.active.remove(i) else { return };
         let healed = fault::heal(self.world, &a, true, fleet).await;
         let detail = healed.detail();
-        self.last_heal = Some(Instant::now());
+        // A fault whose effect outlasts its heal ends, for the run's length, when its effect does.
+        let outlasts = Duration::from_millis(fault::outlasts_heal_ms(&a.fault).unwrap_or(0));
+        self.last_heal = self.last_heal.max(Some(Instant::now() + outlasts));
         info!(fault = a.id, node = %a.target, %detail, "fault healed");
         self.progress.fault(&format!("fault {} {} on {}: healed ({detail})", a.id, a.fault.kind, a.target), false);
         self.record_heal(&a, &healed, detail);
@@ -188,10 +190,11 @@ impl<'t> Timeline<'t> {
     /// The heal's lines: healed; healed but unsettled (then failed: not the lease's doing, the
     /// verdict cannot stand on this environment); or not healed.
     fn record_heal(&mut self, a: &fault::Applied, healed: &Heal, detail: String) {
+        let outlasts_ms = fault::outlasts_heal_ms(&a.fault);
         match healed {
-            Heal::Done(_) => self.push(a.id, a.fault.kind, &a.target, FaultPhase::Healed, detail),
+            Heal::Done(_) => self.push_healed(a, detail, outlasts_ms),
             Heal::Unsettled(_) => {
-                self.push(a.id, a.fault.kind, &a.target, FaultPhase::Healed, detail.clone());
+                self.push_healed(a, detail.clone(), outlasts_ms);
                 self.push(a.id, a.fault.kind, &a.target, FaultPhase::Failed, detail);
             }
             Heal::Failed(_) => self.push(a.id, a.fault.kind, &a.target, FaultPhase::HealFailed, detail),
@@ -260,8 +263,30 @@ impl<'t> Timeline<'t> {
     }
 
     fn push(&self, id: u64, fault: FaultKind, target: &str, phase: FaultPhase, detail: String) {
-        let line =
-            FaultEvent { id, fault, target: target.to_owned(), phase, at_ns: mono_ns(), detail, redis_link: None };
+        let line = FaultEvent {
+            id,
+            fault,
+            target: target.to_owned(),
+            phase,
+            at_ns: mono_ns(),
+            detail,
+            redis_link: None,
+            outlasts_ms: None,
+        };
+        self.lines.push(HistoryLine::Fault(line));
+    }
+
+    fn push_healed(&self, a: &fault::Applied, detail: String, outlasts_ms: Option<u64>) {
+        let line = FaultEvent {
+            id: a.id,
+            fault: a.fault.kind,
+            target: a.target.clone(),
+            phase: FaultPhase::Healed,
+            at_ns: mono_ns(),
+            detail,
+            redis_link: None,
+            outlasts_ms,
+        };
         self.lines.push(HistoryLine::Fault(line));
     }
 }
