@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use leasequake_reports::history::{EventKind, ExpectedFailure, FenceSource, StoreOp, StorePolicy};
 use serde::Deserialize;
 
+pub mod origin;
+
 /// A scenario file's problem: where, which field, what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -43,6 +45,8 @@ pub struct Scenario {
     pub duration_s: u64,
     /// A known-unsafe configuration shown on purpose.
     pub expected: Option<Expected>,
+    /// Where a scenario of the regression corpus came from (`scenarios/found/`).
+    pub origin: Option<origin::Origin>,
     /// Judge `bounded_waste`: after truly losing ownership, a node stops working (model calls,
     /// store calls) within this many ms (a paused node is excused: it cannot react).
     pub waste_budget_ms: Option<u64>,
@@ -961,6 +965,9 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
         if let Some(p) = e.also.iter().find(|p| !PROPERTIES.contains(&p.as_str())) {
             return bad("expected.also", format!("`{p}` is not a property; one of {}", PROPERTIES.join(", ")));
         }
+    }
+    if let Some(o) = &s.origin {
+        origin::validate(o)?;
     }
     let bound_s = s.liveness_bound_ms().div_ceil(1000);
     for (i, f) in s.faults.iter().enumerate() {

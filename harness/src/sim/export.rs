@@ -31,6 +31,8 @@ pub struct Origin<'a> {
     pub attempts: u32,
     /// The node count the seed ran with (`--nodes` may have changed the file's).
     pub nodes: u32,
+    /// The day of the export, `YYYY-MM-DD` (the `[origin]`'s `found`).
+    pub found: &'a str,
 }
 
 /// One `[[faults]]` table.
@@ -86,7 +88,7 @@ pub fn scenario_text(origin: &Origin<'_>, faults: &[Fault]) -> Result<String, Ha
     let text =
         std::fs::read_to_string(origin.file).map_err(|e| bad(format!("cannot read {}: {e}", origin.file.display())))?;
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
-    for key in ["faults", "random", "expected", "seed"] {
+    for key in ["faults", "random", "expected", "seed", "origin"] {
         table.remove(key);
     }
     let base = table.get("name").and_then(toml::Value::as_str).unwrap_or("sim").to_owned();
@@ -128,6 +130,7 @@ pub fn scenario_text(origin: &Origin<'_>, faults: &[Fault]) -> Result<String, Ha
         );
         table.insert("expected".into(), expected.into());
     }
+    table.insert("origin".into(), origin_table(origin).map_err(bad)?.into());
     let mut faults: Vec<FileFault> = faults.iter().map(FileFault::of).collect();
     faults.sort_by_key(|f| f.at_ms);
     let faults: Vec<toml::Value> =
@@ -148,6 +151,20 @@ pub fn scenario_text(origin: &Origin<'_>, faults: &[Fault]) -> Result<String, Ha
     crate::scenario::parse(Path::new("export.toml"), &out)
         .map_err(|e| bad(format!("the export does not parse: {e}")))?;
     Ok(out)
+}
+
+/// The `[origin]` table: where the scenario came from (docs/scenarios.md).
+fn origin_table(origin: &Origin<'_>) -> Result<toml::Table, String> {
+    let o = crate::scenario::origin::Origin {
+        source: crate::scenario::origin::Source::Sim,
+        found: origin.found.to_owned(),
+        property: origin.property.to_owned(),
+        flaw: origin.flaw.map(str::to_owned),
+        scenario: Some(origin.file.display().to_string()),
+        seed: Some(origin.seed),
+        shrink_runs: origin.attempts,
+    };
+    toml::Table::try_from(o).map_err(|e| e.to_string())
 }
 
 fn incident(origin: &Origin<'_>, what: &str, shrunk: &str) -> String {
@@ -204,6 +221,7 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
         flaw: req.flaw.as_deref(),
         attempts,
         nodes: s.nodes.count,
+        found: &today(),
     };
     let text = scenario_text(&origin, &faults)?;
     crate::history::write_atomically(file, text.as_bytes())?;
@@ -229,6 +247,12 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
         None => println!("on containers (expect XFAIL): leasequake run {}", file.display()),
     }
     Ok(Exit::Failed)
+}
+
+/// Today's date (UTC), `YYYY-MM-DD`.
+fn today() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    crate::report::utc(now).chars().take(10).collect()
 }
 
 /// The first property `run` violates.

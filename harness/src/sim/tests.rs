@@ -118,10 +118,13 @@ fn a_failing_schedule_shrinks_to_the_fault_that_matters_and_exports_a_scenario_t
         flaw: None,
         attempts: shrunk.attempts,
         nodes: 3,
+        found: "2026-12-05",
     };
     let text = super::export::scenario_text(&origin, &shrunk.faults).unwrap();
     let exported = crate::scenario::parse(std::path::Path::new("x.toml"), &text).unwrap();
     assert_eq!(exported.expected.as_ref().map(|e| e.property.as_str()), Some("liveness"), "{text}");
+    let from = exported.origin.as_ref().expect("an export says where it came from");
+    assert_eq!((from.seed, from.property.as_str(), from.shrink_runs), (Some(5), "liveness", shrunk.attempts));
     assert_eq!(exported.faults.len(), 1);
     assert_eq!(exported.faults[0].at_ms(), shrunk.faults[0].at_ms(), "the ms survive the file");
     let again = run_seed(&exported, 5, 30, &variant).unwrap();

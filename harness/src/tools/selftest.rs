@@ -7,6 +7,7 @@
 //! the flawed node as the node command, the store's policy, the checkpoints), so its run directory
 //! holds exactly what ran and `leasequake repro` replays it.
 
+mod found;
 mod run;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,6 +19,7 @@ use serde::Serialize;
 
 use crate::error::HarnessError;
 
+pub use found::{found, FOUND_DIR};
 pub use run::{run, Request};
 
 /// What kind of defect an entry is.
@@ -31,6 +33,9 @@ pub enum Kind {
     ConfigHazard,
     /// A bug in the store's fencing, so that the fencing checks themselves are shown to fail.
     StoreFlaw,
+    /// A lease flaw's finding kept in the regression corpus (`scenarios/found/`, its `[origin]`
+    /// names the flaw): the flawed node on the found schedule, the correct node as its control.
+    Found,
 }
 
 /// One catalogue entry.
@@ -133,14 +138,14 @@ pub const CATALOGUE: [Entry; 12] = [
     },
 ];
 
-/// The catalogue entries named in `only` (all when empty); an unknown name is an error naming
-/// the known ones.
-pub fn select(only: &[String]) -> Result<Vec<Entry>, String> {
-    if let Some(bad) = only.iter().find(|n| !CATALOGUE.iter().any(|e| e.name == n.as_str())) {
-        let known: Vec<&str> = CATALOGUE.iter().map(|e| e.name).collect();
+/// The entries of `all` named in `only` (all when empty); an unknown name is an error naming the
+/// known ones.
+pub fn select(all: &[Entry], only: &[String]) -> Result<Vec<Entry>, String> {
+    if let Some(bad) = only.iter().find(|n| !all.iter().any(|e| e.name == n.as_str())) {
+        let known: Vec<&str> = all.iter().map(|e| e.name).collect();
         return Err(format!("no catalogue entry {bad:?}; the entries are: {}", known.join(", ")));
     }
-    Ok(CATALOGUE.iter().filter(|e| only.is_empty() || only.iter().any(|n| n == e.name)).copied().collect())
+    Ok(all.iter().filter(|e| only.is_empty() || only.iter().any(|n| n == e.name)).copied().collect())
 }
 
 /// Writes the entry's variant of its scenario into `dir` and returns the file: the scenario's
@@ -155,7 +160,9 @@ pub fn write_variant(root: &Path, e: &Entry, flawed_node: &Path, dir: &Path) -> 
     let mut doc: toml::Table = toml::from_str(&text)
         .map_err(|err| HarnessError::Environment { detail: format!("{}: {err}", source.display()) })?;
     let name = doc.get("name").and_then(|v| v.as_str()).unwrap_or("scenario").to_owned();
-    doc.insert("name".into(), format!("{name}--{}", e.name).into());
+    // A found entry is named after its file already: its variant is that file's flawed run.
+    let suffix = if e.kind == Kind::Found { "flawed" } else { e.name };
+    doc.insert("name".into(), format!("{name}--{suffix}").into());
     let table = |doc: &mut toml::Table, key: &str| -> toml::Table {
         doc.get(key).and_then(|v| v.as_table()).cloned().unwrap_or_default()
     };
@@ -190,7 +197,7 @@ pub fn write_variant(root: &Path, e: &Entry, flawed_node: &Path, dir: &Path) -> 
     let body = toml::to_string(&doc)
         .map_err(|err| HarnessError::Environment { detail: format!("cannot write the variant of {name}: {err}") })?;
     std::fs::create_dir_all(dir).map_err(|err| io("create", dir, err))?;
-    let file = dir.join(format!("{name}--{}.toml", e.name));
+    let file = dir.join(format!("{name}--{suffix}.toml"));
     let header = format!(
         "# Written by `leasequake selftest`: {} with catalogue entry `{}` ({:?}).\n",
         e.scenario, e.name, e.kind
@@ -204,6 +211,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::LeaseFlaw => "lease flaw",
         Kind::ConfigHazard => "configuration hazard",
         Kind::StoreFlaw => "store flaw",
+        Kind::Found => "found lease flaw",
     }
 }
 

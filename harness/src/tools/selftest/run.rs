@@ -41,13 +41,15 @@ struct Planned {
 /// Runs the self-test.
 pub async fn run(req: Request) -> Result<Exit, HarnessError> {
     usable_report_dir(&req.report_dir)?;
-    let entries = select(&req.only).map_err(HarnessError::usage)?;
     let root = PathBuf::from(".");
     if !root.join("scenarios/selftest").is_dir() {
         return Err(HarnessError::usage(
             "scenarios/selftest not found here: run the self-test from the checkout's root",
         ));
     }
+    let mut all = super::CATALOGUE.to_vec();
+    all.extend(super::found(&root)?);
+    let entries = select(&all, &req.only).map_err(HarnessError::usage)?;
     let flawed = flawed_node(req.flawed_node.clone())?;
     let interrupt = interrupt_on_signal_or_after(req.max_duration);
     let mut suite = SuiteDir::create(&req.report_dir)?;
