@@ -231,6 +231,14 @@ struct SimArgs {
     /// With --export: write the schedule as drawn, not shrunk.
     #[arg(long, requires = "export")]
     no_shrink: bool,
+    /// With --seeds: shrink each failing seed's schedule (at most 10) and write it beside its
+    /// history as `shrunk.toml`, a scenario for containers.
+    #[arg(long, conflicts_with = "seed")]
+    export_findings: bool,
+    /// With --seeds: end the batch after this long (e.g. 5m), a planned end judged by the seeds
+    /// run (Ctrl-C is not: it reads inconclusive).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "seed")]
+    time_box: Option<Duration>,
 }
 
 #[derive(clap::Args)]
@@ -610,6 +618,8 @@ async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
         hashes: args.print_hashes,
         export: args.export,
         shrink: !args.no_shrink,
+        export_findings: args.export_findings,
+        time_box: args.time_box,
     };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();

@@ -48,7 +48,15 @@ pub struct Request {
     pub export: Option<PathBuf>,
     /// Shrink the schedule before exporting it.
     pub shrink: bool,
+    /// Shrink and export every failing seed of a batch (at most [`EXPORT_MAX`]) into its run
+    /// directory.
+    pub export_findings: bool,
+    /// A batch ends after this long (a planned end, not an interruption).
+    pub time_box: Option<std::time::Duration>,
 }
+
+/// A batch exports at most this many findings (each is a shrink of up to 200 worlds).
+pub const EXPORT_MAX: usize = 10;
 
 /// The verdict counts of a batch of seeds.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +100,8 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
                 // Worker w takes every workers-th seed.
                 let mine = (0..req.count).filter(|k| k % workers as u64 == w as u64);
                 for k in mine {
-                    if stop.load(Ordering::Relaxed) {
+                    let boxed = req.time_box.is_some_and(|t| started.elapsed() >= t);
+                    if stop.load(Ordering::Relaxed) || boxed {
                         return;
                     }
                     let seed = req.first.wrapping_add(k);
@@ -104,7 +113,7 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
         })
         .collect();
     drop(tx);
-    let mut keeper = Keeper { req, scenario: &scenario, suite: None, sampled: false };
+    let mut keeper = Keeper { req, scenario: &scenario, suite: None, sampled: false, findings: Vec::new() };
     let mut counts = Counts::default();
     // Bounded by the seeds, or by Ctrl-C: a stop does not wait for seeds still running (a world
     // that never ends must not keep the command from ending), they go with the process.
@@ -128,8 +137,15 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
     }
     let took = started.elapsed().as_secs_f64();
     let seeds = counts.pass + counts.fail + counts.inconclusive;
-    let stopped = (seeds < req.count && !(req.first_failure && counts.fail > 0))
+    let interrupted = stop.load(Ordering::Relaxed) || req.time_box.is_none();
+    let stopped = (seeds < req.count && !(req.first_failure && counts.fail > 0) && interrupted)
         .then(|| format!("interrupted after {seeds} of {} seeds", req.count));
+    if seeds < req.count && stopped.is_none() && !req.first_failure {
+        println!("the time box ended the batch after {seeds} of {} seeds", req.count);
+    }
+    if req.export_findings {
+        export_findings(req, &scenario, &keeper.findings)?;
+    }
     let page = keeper.finish(stopped.clone())?;
     print_totals(req, counts, seeds, took, stopped.as_deref());
     if let Some(page) = page {
@@ -156,12 +172,29 @@ fn print_totals(req: &Request, c: Counts, seeds: u64, took_s: f64, stopped: Opti
     println!("PASS {}  FAIL {}  INCONCLUSIVE {}", c.pass, c.fail, c.inconclusive);
 }
 
+/// Shrinks and exports each finding (at most [`EXPORT_MAX`]) as `shrunk.toml` in its run
+/// directory.
+fn export_findings(req: &Request, scenario: &Scenario, findings: &[(u64, PathBuf)]) -> Result<(), HarnessError> {
+    if findings.len() > EXPORT_MAX {
+        println!("exporting the first {EXPORT_MAX} of {} findings", findings.len());
+    }
+    for (seed, dir) in findings.iter().take(EXPORT_MAX) {
+        let one = Request { first: *seed, count: 1, shrink: true, ..req.clone() };
+        let file = dir.join("shrunk.toml");
+        println!("== exporting seed {seed} to {} ==", file.display());
+        super::export::run(&one, scenario, &file)?;
+    }
+    Ok(())
+}
+
 /// Keeps failing seeds and one passing sample as run directories of a suite.
 struct Keeper<'a> {
     req: &'a Request,
     scenario: &'a Scenario,
     suite: Option<SuiteDir>,
     sampled: bool,
+    /// Failing seeds and their run directories.
+    findings: Vec<(u64, PathBuf)>,
 }
 
 impl Keeper<'_> {
@@ -201,6 +234,9 @@ impl Keeper<'_> {
                     dir.display()
                 );
                 println!("  replay: {}", self.replay(done.seed));
+                if verdict == Verdict::Fail {
+                    self.findings.push((done.seed, dir));
+                }
             }
         }
         Ok(())
