@@ -1106,6 +1106,16 @@ fn validate_fields(s: &Scenario, i: usize, f: &Fault) -> Result<(), (String, Str
     Ok(())
 }
 
+/// Whether `f` could stand as the only `[[faults]]` entry of `s` (whose `duration_s` the caller
+/// sets): every rule a scenario file's fault must meet. The simulation draws only such faults, so
+/// that each of its findings can be exported and run on containers. The error is (field, message).
+pub fn fault_fits(s: &Scenario, f: &Fault) -> Result<(), (String, String)> {
+    let mut one = s.clone();
+    one.faults = vec![f.clone()];
+    one.random = None;
+    validate(&one)
+}
+
 /// A fault's duration, trigger and heal, which must leave the liveness bound inside the run.
 fn validate_timing(s: &Scenario, i: usize, f: &Fault, bound_s: u64) -> Result<(), (String, String)> {
     let bad = |field: &str, message: String| Err((field.to_owned(), message));

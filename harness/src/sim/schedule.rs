@@ -48,7 +48,9 @@ fn group(k: FaultKind) -> Option<usize> {
     }
 }
 
-/// Up to [`FAULTS`] faults for `seed` within `virtual_s` (fewer when one cannot be kept apart).
+/// Up to [`FAULTS`] faults for `seed` within `virtual_s` (fewer when one cannot be kept apart),
+/// each one a scenario file may hold for this configuration (`scenario::fault_fits`), so that
+/// every finding can be exported to containers.
 #[must_use]
 pub fn draw(s: &Scenario, seed: u64, virtual_s: u64) -> Vec<Fault> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17_5eed);
@@ -56,38 +58,48 @@ pub fn draw(s: &Scenario, seed: u64, virtual_s: u64) -> Vec<Fault> {
     if until_ms < FROM_MS + LONGEST_MS {
         return Vec::new();
     }
+    let mut file = s.clone();
+    file.duration_s = virtual_s;
     let mut windows: [Vec<(u64, u64)>; 3] = Default::default();
     let mut faults = Vec::new();
     for _ in 0..FAULTS {
-        let mut kept = None;
-        // Bounded: a draw that overlaps another of its group is drawn again at most 20 times.
-        for _ in 0..20 {
-            let kind = KINDS[rng.random_range(0..KINDS.len())];
-            // A failover lasts past Sentinel's down-after and election, or it is only a blip.
-            let duration_ms = if kind == FaultKind::Failover {
-                let floor = s.sentinel.down_after_ms + 2_000;
-                rng.random_range(floor..=floor + LONGEST_MS)
-            } else {
-                rng.random_range(200..=LONGEST_MS)
-            };
-            if FROM_MS + duration_ms > until_ms {
-                continue;
-            }
-            let at_ms = rng.random_range(FROM_MS..=until_ms - duration_ms);
+        // Bounded: a draw that overlaps another of its group, or that a scenario file could not
+        // hold, is drawn again at most 20 times.
+        let kept = (0..20).find_map(|_| {
+            let (kind, at_ms, duration_ms) = when(&mut rng, s, until_ms)?;
             let apart =
                 group(kind).is_none_or(|g| windows[g].iter().all(|(a, b)| at_ms + duration_ms <= *a || *b <= at_ms));
-            if apart {
-                kept = Some((kind, at_ms, duration_ms));
-                break;
-            }
+            let f = fault(&mut rng, s, kind, (at_ms, duration_ms));
+            (apart && crate::scenario::fault_fits(&file, &f).is_ok()).then_some(f)
+        });
+        let Some(f) = kept else { continue };
+        if let Some(g) = group(f.kind) {
+            windows[g].push((f.at_ms(), f.at_ms() + f.duration_ms()));
         }
-        let Some((kind, at_ms, duration_ms)) = kept else { continue };
-        if let Some(g) = group(kind) {
-            windows[g].push((at_ms, at_ms + duration_ms));
-        }
-        faults.push(fault(&mut rng, s, kind, (at_ms, duration_ms)));
+        faults.push(f);
     }
     faults
+}
+
+/// A kind and its window: `None` when the window does not fit before `until_ms`.
+fn when(rng: &mut ChaCha8Rng, s: &Scenario, until_ms: u64) -> Option<(FaultKind, u64, u64)> {
+    let kind = KINDS[rng.random_range(0..KINDS.len())];
+    let duration_ms = match kind {
+        // A failover lasts past Sentinel's down-after and election, or it is only a blip.
+        FaultKind::Failover => {
+            let floor = s.sentinel.down_after_ms + 2_000;
+            rng.random_range(floor..=floor + LONGEST_MS)
+        }
+        // Instantaneous on containers.
+        FaultKind::KeyLoss => 0,
+        // The container lane's probe waits 1 s for a write to block: at least 2 s.
+        FaultKind::PauseWrites => rng.random_range(2_000..=LONGEST_MS),
+        _ => rng.random_range(200..=LONGEST_MS),
+    };
+    if FROM_MS + duration_ms > until_ms {
+        return None;
+    }
+    Some((kind, rng.random_range(FROM_MS..=until_ms - duration_ms), duration_ms))
 }
 
 /// One fault of `kind` with its fields drawn.

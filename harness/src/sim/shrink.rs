@@ -102,7 +102,7 @@ impl Search<'_> {
         'passes: loop {
             let mut changed = false;
             let mut i = 0;
-            while i < best.0.len().max(1) * 2 {
+            while i < best.0.len().max(1) * 3 {
                 let Some((candidate, tried)) = self.candidate(&best.0, i) else {
                     i += 1;
                     continue;
@@ -130,7 +130,9 @@ impl Search<'_> {
     }
 
     /// The `i`th candidate of a pass: for `i` below the schedule's length, the schedule without
-    /// fault `i`; above, fault `i - len` at half its duration (none when it is already short).
+    /// fault `i`; then fault `i - len` at half its duration (none when it is already short); then
+    /// fault `i - 2 len` aimed at `owner` instead of a named node (whoever holds the lease when it
+    /// begins: the simplest target, and the one a container run hits however its timing differs).
     fn candidate(&self, faults: &[Fault], i: usize) -> Option<(Vec<Fault>, String)> {
         let n = faults.len();
         if i < n {
@@ -138,12 +140,25 @@ impl Search<'_> {
             let gone = c.remove(i);
             return Some((c, format!("without {} at {} ms", gone.kind, gone.at_ms())));
         }
+        if i >= 2 * n {
+            let j = i - 2 * n;
+            let f = faults.get(j)?;
+            let named = f.target.as_deref().filter(|t| t.starts_with('n') && *t != "non-owner")?.to_owned();
+            let mut c = faults.to_vec();
+            c[j].target = Some("owner".into());
+            return Some((c, format!("{} at {} ms on the owner instead of {named}", f.kind, f.at_ms())));
+        }
         let j = i.checked_sub(n)?;
         let f = faults.get(j)?;
         let shorter = halved(f)?;
+        // Only what a scenario file may hold (a failover past Sentinel's down-after, ...).
+        let mut file = self.scenario.clone();
+        file.duration_s = self.virtual_s;
+        let short = with_duration(f, shorter);
+        crate::scenario::fault_fits(&file, &short).ok()?;
         let mut c = faults.to_vec();
         let tried = format!("{} at {} ms for {} ms instead of {}", f.kind, f.at_ms(), shorter, f.duration_ms());
-        c[j] = with_duration(f, shorter);
+        c[j] = short;
         Some((c, tried))
     }
 }
