@@ -503,6 +503,24 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// Every kind, in the vocabulary's order (a coverage table's rows).
+    pub const ALL: [FaultKind; 14] = [
+        FaultKind::Partition,
+        FaultKind::Pause,
+        FaultKind::StallRenewal,
+        FaultKind::Crash,
+        FaultKind::SlowStore,
+        FaultKind::FailingStore,
+        FaultKind::SlowModel,
+        FaultKind::Failover,
+        FaultKind::RedisRestart,
+        FaultKind::KeyLoss,
+        FaultKind::PauseWrites,
+        FaultKind::ClockJump,
+        FaultKind::SlowRedis,
+        FaultKind::LoseReplies,
+    ];
+
     /// Whether it can hold a renewal in flight, and whose: a renewal the fault delays is no
     /// failure to renew (`keeps_renewing`). A partition's is its target's unless its probe saw the
     /// Redis link reset (a renewal then fails at once): the checker reads that from the

@@ -89,11 +89,37 @@ pub fn render(suite: &Suite, histories: &[Option<Vec<HistoryLine>>]) -> String {
         );
     }
     o.push_str("</table>");
+    if let Some(c) = &suite.coverage {
+        coverage(&mut o, c);
+    }
     for i in suite.order() {
         scenario(&mut o, i, &suite.scenarios[i], histories.get(i).and_then(Option::as_ref));
     }
     o.push_str("</body></html>\n");
     o
+}
+
+/// The fault coverage table: a row per kind, a column per phase, `owner/other` counts.
+fn coverage(o: &mut String, c: &crate::coverage::Coverage) {
+    use crate::coverage::Phase;
+    o.push_str("<h2 id=\"coverage\">Fault coverage</h2><p class=\"meta\">Faults by kind and by the phase their target was in when they began: began while the target held the lease / did not; empty cells were never exercised.</p><table><tr><th>fault</th>");
+    for p in Phase::ALL {
+        let _ = write!(o, "<th>{}</th>", p.name());
+    }
+    o.push_str("</tr>");
+    for k in crate::history::FaultKind::ALL {
+        let _ = write!(o, "<tr><td>{}</td>", k.name());
+        for p in Phase::ALL {
+            let (owner, other) = c.count(k, p);
+            if owner + other == 0 {
+                o.push_str("<td class=\"num\">-</td>");
+            } else {
+                let _ = write!(o, "<td class=\"num\">{owner}/{other}</td>");
+            }
+        }
+        o.push_str("</tr>");
+    }
+    o.push_str("</table>");
 }
 
 fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<HistoryLine>>) {

@@ -11,6 +11,7 @@
 //!
 //! No tokio and no I/O: renderers return strings; the harness writes them.
 
+pub mod coverage;
 pub mod history;
 pub mod html;
 pub mod junit;

@@ -53,6 +53,10 @@ pub fn render(suite: &Suite) -> String {
         }
         out.push_str("```\n");
     }
+    if let Some(c) = &suite.coverage {
+        out.push_str("\n### Fault coverage (fault kind x the target's phase when it began)\n\n");
+        out.push_str(&c.markdown(&crate::history::FaultKind::ALL));
+    }
     let versions: Vec<String> = suite.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let _ = writeln!(out, "\n{}", cell(&versions.join(" · ")));
     out

@@ -94,6 +94,7 @@ fn suite() -> Suite {
             run("holey", Verdict::Inconclusive, vec![held("no_stale_write")], None),
             run("missing", Verdict::Fail, vec![held("no_stale_write")], Some("no_stale_write")),
         ],
+        coverage: None,
     }
 }
 
@@ -245,4 +246,20 @@ fn the_environment_lane_shows_what_changed_and_who_saw_it_only_when_something_di
     let page = crate::html::render(&s, &[Some(h), None, None, None, None]);
     assert!(page.contains(">environment</text>"), "the lane");
     assert!(page.contains("docker saw sentinel-3: the container stopped &lt;exit code 137&gt;"), "the mark's title");
+}
+
+#[test]
+fn the_coverage_table_shows_every_kind_and_phase_and_what_fell_where() {
+    let mut s = suite();
+    let mut c = crate::coverage::Coverage::default();
+    c.cells.insert("pause/embed/owner".into(), 3);
+    c.cells.insert("pause/embed/other".into(), 1);
+    s.coverage = Some(c);
+    let md = crate::markdown::render(&s);
+    assert!(md.contains("| pause | - | - | 3/1 | - |"), "{md}");
+    assert!(md.contains("| lose_replies | - | - | - |"), "every kind is a row: {md}");
+    let page = crate::html::render(&s, &[]);
+    assert!(page.contains("id=\"coverage\"") && page.contains("<td class=\"num\">3/1</td>"));
+    s.coverage = None;
+    assert!(!crate::markdown::render(&s).contains("Fault coverage"));
 }

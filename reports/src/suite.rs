@@ -27,6 +27,10 @@ pub struct Suite {
     pub stopped: Option<String>,
     /// Every scenario run, in the order run.
     pub scenarios: Vec<ScenarioRun>,
+    /// Which fault cells the runs exercised (`coverage`): a container suite's over its runs, a
+    /// simulation batch's over every seed it ran (absent in older summaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<crate::coverage::Coverage>,
 }
 
 /// One scenario run.

@@ -65,6 +65,7 @@ impl SuiteDir {
             verdict: Verdict::Pass,
             stopped: None,
             scenarios: Vec::new(),
+            coverage: None,
         };
         Ok(Self { root: report_dir.to_path_buf(), dir, started: Instant::now(), suite })
     }
@@ -93,6 +94,12 @@ impl SuiteDir {
         self.suite.tally()
     }
 
+    /// Sets the suite's coverage (a simulation batch's, over seeds whose histories it did not
+    /// keep); otherwise it is read from the runs' histories when the suite is written.
+    pub fn set_coverage(&mut self, coverage: leasequake_reports::coverage::Coverage) {
+        self.suite.coverage = Some(coverage);
+    }
+
     /// Records a finished scenario run; `versions` seen by the run join the suite's.
     pub fn add(&mut self, run: ScenarioRun, versions: &std::collections::BTreeMap<String, String>) {
         for (k, v) in versions {
@@ -115,11 +122,6 @@ impl SuiteDir {
             self.suite.verdict = self.suite.verdict.combine(Verdict::Inconclusive);
         }
         self.suite.stopped = stopped;
-        let json = serde_json::to_vec_pretty(&self.suite)
-            .map_err(|e| HarnessError::History { path: self.dir.clone(), detail: e.to_string() })?;
-        write_atomically(&self.dir.join("summary.json"), &json)?;
-        write_atomically(&self.dir.join("junit.xml"), leasequake_reports::junit::render(&self.suite).as_bytes())?;
-        write_atomically(&self.dir.join("summary.md"), leasequake_reports::markdown::render(&self.suite).as_bytes())?;
         let histories: Vec<Option<Vec<HistoryLine>>> = self
             .suite
             .scenarios
@@ -129,6 +131,16 @@ impl SuiteDir {
                 (!r.dir.is_empty()).then(|| crate::history::read(&path).ok().map(|(lines, _)| lines)).flatten()
             })
             .collect();
+        if self.suite.coverage.is_none() {
+            let mut coverage = leasequake_reports::coverage::Coverage::default();
+            histories.iter().flatten().for_each(|h| coverage.add(h));
+            self.suite.coverage = Some(coverage);
+        }
+        let json = serde_json::to_vec_pretty(&self.suite)
+            .map_err(|e| HarnessError::History { path: self.dir.clone(), detail: e.to_string() })?;
+        write_atomically(&self.dir.join("summary.json"), &json)?;
+        write_atomically(&self.dir.join("junit.xml"), leasequake_reports::junit::render(&self.suite).as_bytes())?;
+        write_atomically(&self.dir.join("summary.md"), leasequake_reports::markdown::render(&self.suite).as_bytes())?;
         let page = self.dir.join("report.html");
         write_atomically(&page, leasequake_reports::html::render(&self.suite, &histories).as_bytes())?;
         self.link_latest();

@@ -87,6 +87,7 @@ pub fn checker_figures(lines: usize) -> Vec<Figure> {
         verdict: run.verdict(),
         stopped: None,
         scenarios: vec![run],
+        coverage: None,
     };
     let t = Instant::now();
     let page = leasequake_reports::html::render(&suite, &[Some(h)]);

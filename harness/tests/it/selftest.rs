@@ -79,6 +79,7 @@ fn suite_dir(root: &std::path::Path, name: &str, runs: Vec<ScenarioRun>, took_s:
         verdict: Verdict::Inconclusive,
         stopped: None,
         scenarios: runs,
+        coverage: None,
     };
     std::fs::write(dir.join("summary.json"), serde_json::to_vec(&suite).unwrap()).unwrap();
     dir
