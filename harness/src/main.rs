@@ -239,6 +239,10 @@ struct SimArgs {
     /// run (Ctrl-C is not: it reads inconclusive).
     #[arg(long, value_parser = parse_duration, conflicts_with = "seed")]
     time_box: Option<Duration>,
+    /// Print which fault cells the seeds exercised (fault kind x the target's phase when it
+    /// began x owner or not); summary.json holds the table anyway.
+    #[arg(long)]
+    coverage: bool,
 }
 
 #[derive(clap::Args)]
@@ -620,6 +624,7 @@ async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
         shrink: !args.no_shrink,
         export_findings: args.export_findings,
         time_box: args.time_box,
+        coverage: args.coverage,
     };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();

@@ -91,7 +91,11 @@ pub fn scenario_text(origin: &Origin<'_>, faults: &[Fault]) -> Result<String, Ha
     for key in ["faults", "random", "expected", "seed", "origin"] {
         table.remove(key);
     }
-    let base = table.get("name").and_then(toml::Value::as_str).unwrap_or("sim").to_owned();
+    // A flaw's finding is named after the flaw (two flaws' findings on one seed stay apart).
+    let base = match origin.flaw {
+        Some(flaw) => flaw.to_owned(),
+        None => table.get("name").and_then(toml::Value::as_str).unwrap_or("sim").to_owned(),
+    };
     let mut name = format!("{base}-seed-{}", origin.seed);
     name.truncate(NAME_MAX);
     let what = origin.flaw.map_or_else(|| "the correct lease".to_owned(), |f| format!("the lease flaw {f}"));
@@ -213,10 +217,20 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
     } else {
         (faults, 0)
     };
+    let virtual_s = shortest_run(&search, &faults)?;
+    if virtual_s < req.virtual_s {
+        println!("  cut to {virtual_s} s (the liveness bound after the last heal): still violates it");
+    }
+    let held = robustness(&Search { virtual_s, ..search }, &faults)?;
+    println!(
+        "  the schedule violates {property} on {held} of {ROBUST_SEEDS} seeds of the world (its own randomness varied: \
+         owner tokens, retry jitter){}",
+        if held < ROBUST_SEEDS { "; a container run, whose timing varies more, may miss it" } else { "" }
+    );
     let origin = Origin {
         file: &req.scenario,
         seed,
-        virtual_s: req.virtual_s,
+        virtual_s,
         property: &property,
         flaw: req.flaw.as_deref(),
         attempts,
@@ -226,7 +240,7 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
     let text = scenario_text(&origin, &faults)?;
     crate::history::write_atomically(file, text.as_bytes())?;
     let exported = crate::scenario::load(file).map_err(|e| HarnessError::usage(e.to_string()))?;
-    let again = run_schedule(&exported, seed, req.virtual_s, schedule(&exported, seed, req.virtual_s), &req.variant)?;
+    let again = run_schedule(&exported, seed, virtual_s, schedule(&exported, seed, virtual_s), &req.variant)?;
     let total_ms: u64 = faults.iter().map(Fault::duration_ms).sum();
     println!("wrote {} ({} faults, {total_ms} ms of faults in all)", file.display(), faults.len());
     if !violates(&again, &property) {
@@ -235,9 +249,8 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
     }
     let flaw = req.flaw.as_deref().map_or_else(String::new, |f| format!(" --flaw {f}"));
     println!(
-        "checked: `leasequake sim --seed {seed} --scenario {} --virtual-s {}{flaw}` violates {property}",
+        "checked: `leasequake sim --seed {seed} --scenario {} --virtual-s {virtual_s}{flaw}` violates {property}",
         file.display(),
-        req.virtual_s
     );
     match req.flaw.as_deref() {
         Some(f) => {
@@ -253,6 +266,36 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
 fn today() -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     crate::report::utc(now).chars().take(10).collect()
+}
+
+/// The shortest run that still shows the finding, s: the liveness bound (and 2 s) after the last
+/// heal, when the same seed and schedule run that long still violate the property (a container
+/// run of the export then takes no longer than it must); else the search's own length.
+fn shortest_run(search: &Search<'_>, faults: &[Fault]) -> Result<u64, HarnessError> {
+    let healed_ms = faults.iter().map(|f| f.at_ms().saturating_add(f.duration_ms())).max().unwrap_or(0);
+    let needed_ms = healed_ms.saturating_add(search.scenario.liveness_bound_ms()).saturating_add(2_000);
+    let short_s = needed_ms.div_ceil(1000).max(10);
+    if short_s >= search.virtual_s {
+        return Ok(search.virtual_s);
+    }
+    let run = run_schedule(search.scenario, search.seed, short_s, faults.to_vec(), search.variant)?;
+    Ok(if violates(&run, search.property) { short_s } else { search.virtual_s })
+}
+
+/// How many worlds [`robustness`] runs the schedule in.
+const ROBUST_SEEDS: u32 = 5;
+
+/// Of [`ROBUST_SEEDS`] worlds (the seed and four others: the world's own randomness, the same
+/// schedule), how many violate the property: a schedule that fails only at one world's exact
+/// timing is unlikely to fail on containers.
+fn robustness(search: &Search<'_>, faults: &[Fault]) -> Result<u32, HarnessError> {
+    let mut held = 0;
+    for k in 0..u64::from(ROBUST_SEEDS) {
+        let seed = search.seed.wrapping_add(k.wrapping_mul(7_919));
+        let run = run_schedule(search.scenario, seed, search.virtual_s, faults.to_vec(), search.variant)?;
+        held += u32::from(violates(&run, search.property));
+    }
+    Ok(held)
 }
 
 /// The first property `run` violates.

@@ -53,6 +53,8 @@ pub struct Request {
     pub export_findings: bool,
     /// A batch ends after this long (a planned end, not an interruption).
     pub time_box: Option<std::time::Duration>,
+    /// Print the fault coverage table at the end (summary.json holds it anyway).
+    pub coverage: bool,
 }
 
 /// A batch exports at most this many findings (each is a shrink of up to 200 worlds).
@@ -113,7 +115,14 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
         })
         .collect();
     drop(tx);
-    let mut keeper = Keeper { req, scenario: &scenario, suite: None, sampled: false, findings: Vec::new() };
+    let mut keeper = Keeper {
+        req,
+        scenario: &scenario,
+        suite: None,
+        sampled: false,
+        findings: Vec::new(),
+        coverage: Default::default(),
+    };
     let mut counts = Counts::default();
     // Bounded by the seeds, or by Ctrl-C: a stop does not wait for seeds still running (a world
     // that never ends must not keep the command from ending), they go with the process.
@@ -155,6 +164,8 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
         (f, _, _) if f > 0 => Exit::Failed,
         (_, i, _) if i > 0 => Exit::Inconclusive,
         (_, _, Some(_)) => Exit::Inconclusive,
+        // A time box that ended before any seed ran observed nothing.
+        _ if seeds == 0 => Exit::Inconclusive,
         _ => Exit::Passed,
     })
 }
@@ -195,6 +206,8 @@ struct Keeper<'a> {
     sampled: bool,
     /// Failing seeds and their run directories.
     findings: Vec<(u64, PathBuf)>,
+    /// The fault cells every seed exercised.
+    coverage: leasequake_reports::coverage::Coverage,
 }
 
 impl Keeper<'_> {
@@ -207,6 +220,7 @@ impl Keeper<'_> {
                 return Ok(());
             }
         };
+        self.coverage.add(&run.lines);
         let verdict = run.result.verdict;
         match verdict {
             Verdict::Pass => counts.pass += 1,
@@ -293,7 +307,18 @@ impl Keeper<'_> {
     }
 
     fn finish(&mut self, stopped: Option<String>) -> Result<Option<PathBuf>, HarnessError> {
-        self.suite.as_mut().map(|s| s.finish(stopped)).transpose()
+        if self.req.coverage {
+            println!("\nFault coverage over every seed run (fault kind x the target's phase when it began):\n");
+            println!("{}", self.coverage.markdown(&leasequake_reports::history::FaultKind::ALL));
+        }
+        let coverage = std::mem::take(&mut self.coverage);
+        self.suite
+            .as_mut()
+            .map(|s| {
+                s.set_coverage(coverage);
+                s.finish(stopped)
+            })
+            .transpose()
     }
 }
 

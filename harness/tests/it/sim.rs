@@ -160,5 +160,65 @@ fn export_writes_the_shrunk_schedule_as_a_scenario_that_fails_again_and_refuses_
     assert!(err.contains("nothing to export"), "{err}");
     let (code, _, err) = sim(&["--seeds", "3", "--export", &o]);
     assert_eq!(code, Some(2), "--export takes one --seed: {err}");
+    // A batch exports each finding beside its history.
+    let reports = dir.join("reports").to_string_lossy().into_owned();
+    let (code, stdout, err) = sim(&[
+        "--first-seed",
+        "5",
+        "--seeds",
+        "2",
+        "--scenario",
+        &h,
+        "--virtual-s",
+        "30",
+        "--export-findings",
+        "--report-dir",
+        &reports,
+    ]);
+    assert_eq!(code, Some(1), "{stdout}{err}");
+    let shrunk: Vec<_> = walk(&dir.join("reports")).into_iter().filter(|p| p.ends_with("shrunk.toml")).collect();
+    assert_eq!(shrunk.len(), 2, "one export per failing seed: {stdout}");
+    for file in &shrunk {
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(text.contains("[origin]") && text.contains("kind = \"redis_restart\""), "{text}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every file under `dir`, not following links (a suite's `latest` is one).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_time_box_ends_a_batch_as_planned_and_judges_the_seeds_it_ran() {
+    let dir = std::env::temp_dir().join(format!("leasequake-sim-box-{}", std::process::id()));
+    let reports = dir.to_string_lossy().into_owned();
+    let (code, stdout, err) =
+        sim(&["--seeds", "1000000", "--virtual-s", "10", "--time-box", "2s", "--report-dir", &reports]);
+    assert!(stdout.contains("the time box ended the batch after"), "{stdout}{err}");
+    assert!(!stdout.contains("interrupted"), "a planned end is no interruption: {stdout}");
+    let ran: u64 = stdout
+        .lines()
+        .find_map(|l| l.split(" seeds of ").next().filter(|_| l.contains(" seeds of 10 virtual s"))?.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(ran > 0 && ran < 1_000_000, "{stdout}");
+    // 10 virtual s leave no room for a fault and its liveness bound: every seed runs fault-free.
+    assert!(stdout.contains("FAIL 0  INCONCLUSIVE 0"), "{stdout}");
+    assert_eq!(code, Some(0), "judged by the seeds it ran: {stdout}");
+    let (code, _, err) = sim(&["--seed", "3", "--time-box", "2s"]);
+    assert_eq!(code, Some(2), "a time box is for a batch: {err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
