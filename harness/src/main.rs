@@ -104,6 +104,10 @@ enum Command {
         /// Stop after this long (as `run --max-duration`).
         #[arg(long, value_parser = parse_duration)]
         max_duration: Option<Duration>,
+        /// Run at most this many flaw findings of scenarios/found (in file-name order; all when
+        /// absent). CI runs ten; the nightly runs all.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(0..=64))]
+        found_limit: Option<u32>,
     },
     /// Run seeds in the deterministic simulation (docs/sim.md): the lease's and the reference
     /// node's real code on virtual time, model Redis and store, one seed deciding everything; a
@@ -218,7 +222,8 @@ struct SimArgs {
     /// Run a flawed lease (the self-test build only: target/flawed/debug/leasequake).
     #[arg(long)]
     flaw: Option<String>,
-    /// Stop at the first failing seed.
+    /// Stop at the first failing seed (the smallest: the seeds before it finish, none after it
+    /// starts; printed as `first failure: seed S`).
     #[arg(long)]
     first_failure: bool,
     /// Print every seed's history hash (`sort` two runs' lines and compare them).
@@ -471,8 +476,16 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
         }
         Command::Run(args) => run_command(args).await,
         Command::Bench { samples, out, checker_only, suite } => bench_command(samples, out, checker_only, suite).await,
-        Command::Selftest { report_dir, seeds, first_seed, entries, flawed_node, max_duration } => {
-            let req = selftest::Request { report_dir, seeds, first_seed, only: entries, flawed_node, max_duration };
+        Command::Selftest { report_dir, seeds, first_seed, entries, flawed_node, max_duration, found_limit } => {
+            let req = selftest::Request {
+                report_dir,
+                seeds,
+                first_seed,
+                only: entries,
+                flawed_node,
+                max_duration,
+                found_limit: found_limit.map(|n| n as usize),
+            };
             Ok(selftest::run(req).await?)
         }
         Command::Repro { dir, report_dir, node_cmd, run_recorded_command } => {

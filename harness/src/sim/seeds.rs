@@ -4,7 +4,7 @@
 //! the counts so far.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
@@ -92,9 +92,13 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
     let started = Instant::now();
     let (tx, rx) = mpsc::sync_channel::<Done>(64);
     let workers = req.workers.clamp(1, 64);
+    // With --first-failure, no seed past the first failing one starts, and every seed before it
+    // finishes: the first failure is the smallest failing seed, however the workers interleave.
+    let limit = Arc::new(AtomicU64::new(u64::MAX));
     let handles: Vec<_> = (0..workers)
         .map(|w| {
             let (tx, scenario, stop, req) = (tx.clone(), scenario.clone(), stop.clone(), req.clone());
+            let limit = limit.clone();
             std::thread::spawn(move || {
                 // The lease's own warnings (an uncertain acquire given back, ...) are the
                 // history's to tell in a simulation, thousands of times a minute: not the terminal's.
@@ -103,11 +107,15 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
                 let mine = (0..req.count).filter(|k| k % workers as u64 == w as u64);
                 for k in mine {
                     let boxed = req.time_box.is_some_and(|t| started.elapsed() >= t);
-                    if stop.load(Ordering::Relaxed) || boxed {
+                    if stop.load(Ordering::Relaxed) || boxed || k > limit.load(Ordering::Relaxed) {
                         return;
                     }
                     let seed = req.first.wrapping_add(k);
-                    if tx.send(Done { seed, run: run_seed(&scenario, seed, req.virtual_s, &req.variant) }).is_err() {
+                    let run = run_seed(&scenario, seed, req.virtual_s, &req.variant);
+                    if req.first_failure && run.as_ref().is_ok_and(|r| r.result.verdict == Verdict::Fail) {
+                        limit.fetch_min(k, Ordering::Relaxed);
+                    }
+                    if tx.send(Done { seed, run }).is_err() {
                         return;
                     }
                 }
@@ -128,12 +136,7 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
     // that never ends must not keep the command from ending), they go with the process.
     loop {
         match rx.recv_timeout(std::time::Duration::from_millis(200)) {
-            Ok(done) => {
-                keeper.take(done, &mut counts)?;
-                if req.first_failure && counts.fail > 0 {
-                    stop.store(true, Ordering::Relaxed);
-                }
-            }
+            Ok(done) => keeper.take(done, &mut counts)?,
             Err(mpsc::RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -151,6 +154,11 @@ pub fn run(req: &Request, stop: &Arc<AtomicBool>) -> Result<Exit, HarnessError> 
         .then(|| format!("interrupted after {seeds} of {} seeds", req.count));
     if seeds < req.count && stopped.is_none() && !req.first_failure {
         println!("the time box ended the batch after {seeds} of {} seeds", req.count);
+    }
+    if req.first_failure {
+        if let Some((first, _)) = keeper.findings.iter().min_by_key(|(seed, _)| *seed) {
+            println!("first failure: seed {first}");
+        }
     }
     if req.export_findings {
         export_findings(req, &scenario, &keeper.findings)?;

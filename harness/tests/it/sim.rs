@@ -222,3 +222,42 @@ fn a_time_box_ends_a_batch_as_planned_and_judges_the_seeds_it_ran() {
     assert_eq!(code, Some(2), "a time box is for a batch: {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn first_failure_is_the_smallest_failing_seed_however_the_workers_interleave() {
+    let dir = std::env::temp_dir().join(format!("leasequake-sim-first-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Every seed fails (Redis's fences behind an enforcing store, then a restart): with two
+    // workers, seed 6 may be judged before seed 5; seed 5 is still the first failure.
+    let hazard = dir.join("restart-hazard.toml");
+    std::fs::write(
+        &hazard,
+        "name = \"restart-hazard\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 30\n[nodes]\ncount = 3\n\
+         [lease]\nttl_ms = 1500\n[store]\npolicy = \"enforce\"\nfence_source = \"redis\"\n[sentinel]\ndown_after_ms = 5000\n\
+         [[faults]]\nkind = \"redis_restart\"\nat_s = 15\nduration_s = 4\n",
+    )
+    .unwrap();
+    let (h, reports) = (hazard.to_string_lossy().into_owned(), dir.join("r").to_string_lossy().into_owned());
+    for _ in 0..3 {
+        let (code, stdout, err) = sim(&[
+            "--first-seed",
+            "5",
+            "--seeds",
+            "40",
+            "--scenario",
+            &h,
+            "--virtual-s",
+            "30",
+            "--first-failure",
+            "--workers",
+            "2",
+            "--report-dir",
+            &reports,
+        ]);
+        assert_eq!(code, Some(1), "{stdout}{err}");
+        assert!(stdout.contains("first failure: seed 5\n"), "{stdout}");
+        let judged = stdout.lines().filter(|l| l.starts_with("FAIL")).count();
+        assert!((1..=3).contains(&judged), "no seed after the first failure starts: {stdout}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -29,6 +29,8 @@ pub struct Request {
     pub flawed_node: Option<PathBuf>,
     /// Stops after this long (every entry gets its first seed before any its second).
     pub max_duration: Option<Duration>,
+    /// At most this many flaw findings of `scenarios/found` (all when `None`).
+    pub found_limit: Option<usize>,
 }
 
 /// A run to make: a catalogue entry's variant (its index) or a control (`None`).
@@ -48,7 +50,7 @@ pub async fn run(req: Request) -> Result<Exit, HarnessError> {
         ));
     }
     let mut all = super::CATALOGUE.to_vec();
-    all.extend(super::found(&root)?);
+    all.extend(super::found(&root)?.into_iter().take(req.found_limit.unwrap_or(usize::MAX)));
     let entries = select(&all, &req.only).map_err(HarnessError::usage)?;
     let flawed = flawed_node(req.flawed_node.clone())?;
     let interrupt = interrupt_on_signal_or_after(req.max_duration);
