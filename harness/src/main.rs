@@ -60,6 +60,33 @@ enum Command {
         #[arg(long, conflicts_with = "node_cmd")]
         run_recorded_command: bool,
     },
+    /// Shrink a failing container run: re-run its recorded schedule (`--confirm` times; a failure
+    /// that does not come back every time is reported as flaky with its rate, not shrunk), then
+    /// delta debugging over repro: faults removed, shortened, aimed at the owner and moved earlier,
+    /// each attempt a real run kept only if it fails the same property. Writes the smallest
+    /// failing schedule as shrunk.toml (with its [origin]) and shrink.json beside every attempt's
+    /// run. For nodes the simulation cannot run (any language). Exit 1 a failing schedule written,
+    /// 2 bad input (not a failing run), 3 flaky, interrupted or nothing judged.
+    Shrink {
+        /// A failing run directory (`reports-out/latest/03-seeded-random-mix`).
+        dir: std::path::PathBuf,
+        /// Where the shrink's suite directory goes.
+        #[arg(long, default_value = "reports-out")]
+        report_dir: std::path::PathBuf,
+        /// The node command to run (as for repro: a recorded command is never run on its own).
+        #[arg(long)]
+        node_cmd: Option<String>,
+        /// Run the node command recorded in the run directory (printed first).
+        #[arg(long, conflicts_with = "node_cmd")]
+        run_recorded_command: bool,
+        /// Wall time for the whole search (e.g. 20m); no attempt starts that would likely end
+        /// past it.
+        #[arg(long, default_value = "20m", value_parser = parse_duration)]
+        budget: Duration,
+        /// Runs of the recorded schedule before shrinking (0 to 10; 0 trusts the recorded run).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=10))]
+        confirm: u32,
+    },
     /// Measure the speed figures against their targets (images, environment start, fault effect
     /// times, checker and report on 1 M history lines), print them with their ratios and write
     /// them as JSON. Removes and rebuilds the images: refuses while another run's containers
@@ -490,6 +517,10 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
         }
         Command::Repro { dir, report_dir, node_cmd, run_recorded_command } => {
             Ok(suite::repro::run(suite::repro::Request { dir, report_dir, node_cmd, run_recorded_command }).await?)
+        }
+        Command::Shrink { dir, report_dir, node_cmd, run_recorded_command, budget, confirm } => {
+            let req = suite::shrink::Request { dir, report_dir, node_cmd, run_recorded_command, budget, confirm };
+            Ok(suite::shrink::run(req).await?)
         }
         Command::Sim(args) => sim_command(args).await,
         Command::List { paths } => list_command(paths).await,

@@ -179,6 +179,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), HarnessError> {
 /// Re-judges the history in run directory `dir` and rewrites its `verdicts.json`; a `dir` with no
 /// history is a usage error naming the fix.
 pub fn check_dir(dir: &Path) -> Result<CheckResult, HarnessError> {
+    let result = judge_dir(dir)?;
+    let json = serde_json::to_vec_pretty(&result).map_err(|e| io(dir, e))?;
+    write_atomically(&dir.join(VERDICTS_FILE), &json)?;
+    Ok(result)
+}
+
+/// Judges the history in run directory `dir` (its `verdicts.json` neither read nor written); a
+/// `dir` with no history is a usage error naming the fix.
+pub fn judge_dir(dir: &Path) -> Result<CheckResult, HarnessError> {
     if let Some(problem) = no_history(dir) {
         return Err(HarnessError::usage(problem));
     }
@@ -189,8 +198,6 @@ pub fn check_dir(dir: &Path) -> Result<CheckResult, HarnessError> {
         result.inconclusive = unreadable.into_iter().chain(std::mem::take(&mut result.inconclusive)).collect();
         result.verdict = Verdict::Inconclusive;
     }
-    let json = serde_json::to_vec_pretty(&result).map_err(|e| io(dir, e))?;
-    write_atomically(&dir.join(VERDICTS_FILE), &json)?;
     Ok(result)
 }
 

@@ -29,6 +29,13 @@ pub fn utc(unix_s: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
 }
 
+/// Today's date (UTC), `YYYY-MM-DD`.
+#[must_use]
+pub fn today() -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    utc(now).chars().take(10).collect()
+}
+
 /// A suite being run: its directory and the scenario runs so far.
 #[derive(Debug)]
 pub struct SuiteDir {

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use leasequake_reports::history::{EventKind, ExpectedFailure, FenceSource, StoreOp, StorePolicy};
 use serde::Deserialize;
 
+pub mod file;
 pub mod origin;
+pub mod smaller;
 
 /// A scenario file's problem: where, which field, what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -786,10 +788,11 @@ fn exact_times(s: &mut Scenario) -> Result<(), (String, String)> {
         if f.at_ms.is_none() && f.duration_ms.is_none() {
             continue;
         }
-        if f.on.is_some() {
+        if f.on.is_some() && f.at_ms.is_some() {
             return Err((
                 format!("faults[{i}].at_ms"),
-                "a triggered fault's time is its event: drop at_ms and duration_ms".into(),
+                "a triggered fault begins at its event (at_s is when it is armed): drop at_ms (duration_ms may stay)"
+                    .into(),
             ));
         }
         let at = f.at_ms.unwrap_or(f.at_s.saturating_mul(1000));

@@ -5,6 +5,7 @@
 
 pub mod parallel;
 pub mod repro;
+pub mod shrink;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

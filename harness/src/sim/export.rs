@@ -6,14 +6,13 @@
 
 use std::path::Path;
 
-use serde::Serialize;
-
 use super::seeds::Request;
 use super::shrink::{violates, Budget, Search};
 use super::world::{run_schedule, schedule, SimRun};
 use crate::error::HarnessError;
 use crate::exit::Exit;
-use crate::scenario::{Direction, Fault, FaultKind, Link, Mode, NAME_MAX};
+use crate::scenario::{Fault, NAME_MAX};
+use leasequake_reports::history::{EventKind, FaultPhase, HistoryLine};
 
 /// What the exported scenario is for.
 pub struct Origin<'a> {
@@ -33,50 +32,6 @@ pub struct Origin<'a> {
     pub nodes: u32,
     /// The day of the export, `YYYY-MM-DD` (the `[origin]`'s `found`).
     pub found: &'a str,
-}
-
-/// One `[[faults]]` table.
-#[derive(Serialize)]
-struct FileFault {
-    kind: FaultKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    target: Option<String>,
-    at_s: u64,
-    duration_s: u64,
-    at_ms: u64,
-    duration_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    link: Option<Link>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mode: Option<Mode>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    latency_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    jitter_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    direction: Option<Direction>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    jump_ms: Option<i64>,
-}
-
-impl FileFault {
-    fn of(f: &Fault) -> Self {
-        let (at_ms, duration_ms) = (f.at_ms(), f.duration_ms());
-        Self {
-            kind: f.kind,
-            target: f.target.clone(),
-            at_s: at_ms / 1000,
-            duration_s: duration_ms.div_ceil(1000),
-            at_ms,
-            duration_ms,
-            link: f.link,
-            mode: f.mode,
-            latency_ms: f.latency_ms,
-            jitter_ms: f.jitter_ms,
-            direction: f.direction,
-            jump_ms: f.jump_ms,
-        }
-    }
 }
 
 /// The scenario text for `faults` run as `origin` says, checked by parsing it back.
@@ -135,26 +90,8 @@ pub fn scenario_text(origin: &Origin<'_>, faults: &[Fault]) -> Result<String, Ha
         table.insert("expected".into(), expected.into());
     }
     table.insert("origin".into(), origin_table(origin).map_err(bad)?.into());
-    let mut faults: Vec<FileFault> = faults.iter().map(FileFault::of).collect();
-    faults.sort_by_key(|f| f.at_ms);
-    let faults: Vec<toml::Value> =
-        faults.into_iter().map(toml::Value::try_from).collect::<Result<_, _>>().map_err(|e| bad(e.to_string()))?;
-    table.insert("faults".into(), toml::Value::Array(faults));
-    // What the scenario is, first; then its configuration and faults.
-    let mut head = toml::Table::new();
-    for key in ["name", "description", "incident", "seed", "duration_s"] {
-        if let Some(v) = table.remove(key) {
-            head.insert(key.into(), v);
-        }
-    }
-    let out = format!(
-        "{}\n{}",
-        toml::to_string(&head).map_err(|e| bad(e.to_string()))?,
-        toml::to_string(&table).map_err(|e| bad(e.to_string()))?
-    );
-    crate::scenario::parse(Path::new("export.toml"), &out)
-        .map_err(|e| bad(format!("the export does not parse: {e}")))?;
-    Ok(out)
+    table.insert("faults".into(), crate::scenario::file::faults_value(faults).map_err(bad)?);
+    crate::scenario::file::text(table).map_err(bad)
 }
 
 /// The `[origin]` table: where the scenario came from (docs/scenarios.md).
@@ -178,7 +115,7 @@ fn incident(origin: &Origin<'_>, what: &str, shrunk: &str) -> String {
     };
     format!(
         "Exported by `leasequake sim --seed {} --scenario {} --export` from a simulated run in which {what} \
-         violated {}{shrunk}. The faults keep the simulation's times to the ms. {judge}",
+         violated {}{shrunk}. The faults keep the simulation's times to the ms; a fault that began right after an event of its node waits for that event (`on`). {judge}",
         origin.seed,
         origin.file.display(),
         origin.property
@@ -221,7 +158,9 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
     if virtual_s < req.virtual_s {
         println!("  cut to {virtual_s} s (the liveness bound after the last heal): still violates it");
     }
-    let held = robustness(&Search { virtual_s, ..search }, &faults)?;
+    let cut = Search { virtual_s, ..search };
+    let faults = with_triggers(&cut, faults)?;
+    let held = robustness(&cut, &faults)?;
     println!(
         "  the schedule violates {property} on {held} of {ROBUST_SEEDS} seeds of the world (its own randomness varied: \
          owner tokens, retry jitter){}",
@@ -235,7 +174,7 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
         flaw: req.flaw.as_deref(),
         attempts,
         nodes: s.nodes.count,
-        found: &today(),
+        found: &crate::report::today(),
     };
     let text = scenario_text(&origin, &faults)?;
     crate::history::write_atomically(file, text.as_bytes())?;
@@ -262,17 +201,15 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
     Ok(Exit::Failed)
 }
 
-/// Today's date (UTC), `YYYY-MM-DD`.
-fn today() -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    crate::report::utc(now).chars().take(10).collect()
-}
-
 /// The shortest run that still shows the finding, s: the liveness bound (and 2 s) after the last
 /// heal, when the same seed and schedule run that long still violate the property (a container
 /// run of the export then takes no longer than it must); else the search's own length.
 fn shortest_run(search: &Search<'_>, faults: &[Fault]) -> Result<u64, HarnessError> {
-    let healed_ms = faults.iter().map(|f| f.at_ms().saturating_add(f.duration_ms())).max().unwrap_or(0);
+    // A triggered fault may fire up to a liveness bound after it was armed.
+    let bound = search.scenario.liveness_bound_ms();
+    let waits = |f: &Fault| if f.on.is_some() { bound } else { 0 };
+    let healed_ms =
+        faults.iter().map(|f| f.at_ms().saturating_add(waits(f)).saturating_add(f.duration_ms())).max().unwrap_or(0);
     let needed_ms = healed_ms.saturating_add(search.scenario.liveness_bound_ms()).saturating_add(2_000);
     let short_s = needed_ms.div_ceil(1000).max(10);
     if short_s >= search.virtual_s {
@@ -280,6 +217,105 @@ fn shortest_run(search: &Search<'_>, faults: &[Fault]) -> Result<u64, HarnessErr
     }
     let run = run_schedule(search.scenario, search.seed, short_s, faults.to_vec(), search.variant)?;
     Ok(if violates(&run, search.property) { short_s } else { search.virtual_s })
+}
+
+/// How close after a node's event a fault must begin to be tried as triggered by it, ms.
+const TRIGGER_WINDOW_MS: u64 = 50;
+
+/// How long before its event a triggered fault is armed, tried longest first: a container run's
+/// nodes start a second or two later than the world's, so a fault armed early waits for the same
+/// step of the pipeline whenever it comes (0: armed right at the event).
+const TRIGGER_LEADS_MS: [u64; 3] = [2_000, 500, 0];
+
+/// The trigger name of a node event a fault can follow (`checkpoint-7`, `acquired`, ...).
+fn trigger_name(kind: &EventKind) -> Option<String> {
+    let name = match kind {
+        EventKind::CheckpointPassed { number, .. } => format!("checkpoint-{number}"),
+        EventKind::AcquireAttempt => "acquire_attempt".into(),
+        EventKind::Acquired { .. } => "acquired".into(),
+        EventKind::Renewed { .. } => "renewed".into(),
+        EventKind::OwnershipLost { .. } => "ownership_lost".into(),
+        EventKind::RoundAborted { .. } => "round_aborted".into(),
+        EventKind::Released { .. } => "released".into(),
+        EventKind::SyncFinished { .. } => "sync_finished".into(),
+        EventKind::StoreCallSent { op, .. } => format!("store_call_sent:{}", serde_json::to_value(op).ok()?.as_str()?),
+        EventKind::ModelCall { batch, .. } => format!("model_call:{batch}"),
+        _ => return None,
+    };
+    crate::scenario::Trigger::parse(&name).map(|_| name)
+}
+
+/// The node event fault `j` of `faults` began within [`TRIGGER_WINDOW_MS`] after, on the node it
+/// hit, in `run`: (the event's trigger name, its time in ms from the world's start).
+fn event_before(run: &SimRun, faults: &[Fault], j: usize) -> Option<(String, u64)> {
+    let f = faults.get(j)?;
+    let id = f.id(j);
+    let applied = run.lines.iter().find_map(|l| match l {
+        HistoryLine::Fault(e) if e.id == id && e.phase == FaultPhase::Verified && e.target.starts_with('n') => Some(e),
+        _ => None,
+    })?;
+    // The world's clock at its start: the fault was applied exactly at its time.
+    let start_ns = applied.at_ns.checked_sub(f.at_ms().checked_mul(1_000_000)?)?;
+    let from_ns = applied.at_ns.saturating_sub(TRIGGER_WINDOW_MS * 1_000_000);
+    run.lines
+        .iter()
+        .rev()
+        .filter_map(|l| match l {
+            HistoryLine::Node { node, received_ns, event, .. }
+                if *node == applied.target && (from_ns..=applied.at_ns).contains(received_ns) =>
+            {
+                Some((trigger_name(&event.kind)?, (received_ns - start_ns) / 1_000_000))
+            }
+            _ => None,
+        })
+        .next()
+}
+
+/// The schedule with each fault that began right after an event of its node triggered by that
+/// event instead, where the triggered schedule still violates the property and on at least as
+/// many world seeds (a container run's timing differs from the world's; the pipeline's steps
+/// keep their order). Says what it tried.
+fn with_triggers(search: &Search<'_>, faults: Vec<Fault>) -> Result<Vec<Fault>, HarnessError> {
+    let mut best = faults;
+    let mut held = robustness(search, &best)?;
+    let mut file = search.scenario.clone();
+    file.duration_s = search.virtual_s;
+    for j in 0..best.len() {
+        let run = run_schedule(search.scenario, search.seed, search.virtual_s, best.clone(), search.variant)?;
+        let Some((on, event_ms)) = event_before(&run, &best, j) else { continue };
+        for lead in TRIGGER_LEADS_MS {
+            let mut c = best.clone();
+            // Armed on a whole second, as a scenario file arms it.
+            let arm_ms = (event_ms.saturating_sub(lead) / 1000 * 1000).max(1_000);
+            c[j].on = Some(on.clone());
+            c[j].exact_ms = Some((arm_ms, c[j].duration_ms()));
+            c[j].at_s = arm_ms / 1000;
+            if crate::scenario::fault_fits(&file, &c[j]).is_err() {
+                continue;
+            }
+            let again = run_schedule(search.scenario, search.seed, search.virtual_s, c.clone(), search.variant)?;
+            if !violates(&again, search.property) {
+                continue;
+            }
+            let h = robustness(search, &c)?;
+            let kept = h >= held;
+            println!(
+                "  {} at {} ms began {} ms after `{on}` of its node: triggered by it (armed at {arm_ms} ms), it \
+                 violates {} on {h} of {ROBUST_SEEDS} world seeds (by time: {held}){}",
+                best[j].kind,
+                best[j].at_ms(),
+                best[j].at_ms().saturating_sub(event_ms),
+                search.property,
+                if kept { ": kept" } else { ": not kept" }
+            );
+            if kept {
+                best = c;
+                held = h;
+            }
+            break;
+        }
+    }
+    Ok(best)
 }
 
 /// How many worlds [`robustness`] runs the schedule in.

@@ -14,6 +14,7 @@ pub mod redis;
 mod schedule;
 pub mod seeds;
 pub mod shrink;
+mod trigger;
 mod world;
 
 pub use world::{run_schedule, run_seed, schedule, SimRun};

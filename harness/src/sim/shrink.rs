@@ -11,7 +11,8 @@ use leasequake_reports::PropertyStatus;
 use super::world::{run_schedule, SimRun};
 use crate::error::HarnessError;
 use crate::job::Variant;
-use crate::scenario::{Fault, FaultKind, Scenario};
+use crate::scenario::smaller::{self, renumbered};
+use crate::scenario::{Fault, Scenario};
 
 /// How much shrinking may cost.
 #[derive(Debug, Clone, Copy)]
@@ -25,16 +26,6 @@ pub struct Budget {
 impl Default for Budget {
     fn default() -> Self {
         Self { attempts: 200, wall: Duration::from_secs(120) }
-    }
-}
-
-/// A fault is not shortened below this (the container lane's probes need some time to verify;
-/// `pause_writes` needs 2 s, as scenario files require).
-fn shortest_ms(kind: FaultKind) -> u64 {
-    if kind == FaultKind::PauseWrites {
-        2_000
-    } else {
-        500
     }
 }
 
@@ -102,7 +93,7 @@ impl Search<'_> {
         'passes: loop {
             let mut changed = false;
             let mut i = 0;
-            while i < best.0.len().max(1) * 3 {
+            while i < smaller::count(smaller::SIM_STEPS, best.0.len()) {
                 let Some((candidate, tried)) = self.candidate(&best.0, i) else {
                     i += 1;
                     continue;
@@ -129,64 +120,11 @@ impl Search<'_> {
         Ok(Shrunk { faults: best.0, run: best.1, attempts, budget_spent: spent })
     }
 
-    /// The `i`th candidate of a pass: for `i` below the schedule's length, the schedule without
-    /// fault `i`; then fault `i - len` at half its duration (none when it is already short); then
-    /// fault `i - 2 len` aimed at `owner` instead of a named node (whoever holds the lease when it
-    /// begins: the simplest target, and the one a container run hits however its timing differs).
+    /// The `i`th candidate of a pass (`scenario::smaller`, the simulation's steps), fitting a
+    /// file of the seed's virtual length.
     fn candidate(&self, faults: &[Fault], i: usize) -> Option<(Vec<Fault>, String)> {
-        let n = faults.len();
-        if i < n {
-            let mut c = faults.to_vec();
-            let gone = c.remove(i);
-            return Some((c, format!("without {} at {} ms", gone.kind, gone.at_ms())));
-        }
-        if i >= 2 * n {
-            let j = i - 2 * n;
-            let f = faults.get(j)?;
-            let named = f.target.as_deref().filter(|t| t.starts_with('n') && *t != "non-owner")?.to_owned();
-            let mut c = faults.to_vec();
-            c[j].target = Some("owner".into());
-            return Some((c, format!("{} at {} ms on the owner instead of {named}", f.kind, f.at_ms())));
-        }
-        let j = i.checked_sub(n)?;
-        let f = faults.get(j)?;
-        let shorter = halved(f)?;
-        // Only what a scenario file may hold (a failover past Sentinel's down-after, ...).
         let mut file = self.scenario.clone();
         file.duration_s = self.virtual_s;
-        let short = with_duration(f, shorter);
-        crate::scenario::fault_fits(&file, &short).ok()?;
-        let mut c = faults.to_vec();
-        let tried = format!("{} at {} ms for {} ms instead of {}", f.kind, f.at_ms(), shorter, f.duration_ms());
-        c[j] = short;
-        Some((c, tried))
+        smaller::candidate(&file, smaller::SIM_STEPS, faults, i)
     }
-}
-
-/// Half of `f`'s duration, rounded up to 100 ms, if that is shorter and not below the shortest.
-fn halved(f: &Fault) -> Option<u64> {
-    if f.kind == FaultKind::KeyLoss {
-        return None;
-    }
-    let half = (f.duration_ms() / 2).div_ceil(100) * 100;
-    (half >= shortest_ms(f.kind) && half < f.duration_ms()).then_some(half)
-}
-
-/// `f` lasting `ms`.
-fn with_duration(f: &Fault, ms: u64) -> Fault {
-    let mut f = f.clone();
-    f.exact_ms = Some((f.at_ms(), ms));
-    f.duration_s = ms.div_ceil(1000);
-    f
-}
-
-/// The faults numbered by their place (a shrunk schedule is a schedule of its own).
-fn renumbered(faults: Vec<Fault>) -> Vec<Fault> {
-    faults
-        .into_iter()
-        .map(|mut f| {
-            f.number = None;
-            f
-        })
-        .collect()
 }

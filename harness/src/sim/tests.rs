@@ -214,3 +214,62 @@ fn every_drawn_schedule_is_one_a_scenario_file_may_hold_so_every_finding_can_be_
     }
     assert!(drawn.len() >= 12, "the draw still covers the kinds: {drawn:?}");
 }
+
+/// The hazard's configuration (no fencing) with one fault: `fault` is its `[[faults]]` body.
+fn unfenced_with(fault: &str) -> crate::scenario::Scenario {
+    let text = format!(
+        "name = \"t\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 24\n[nodes]\ncount = 3\n\
+         [lease]\nttl_ms = 1500\n[store]\npolicy = \"observe\"\nfence_source = \"redis\"\n[[faults]]\n{fault}\n"
+    );
+    crate::scenario::parse(std::path::Path::new("t.toml"), &text).unwrap()
+}
+
+fn fault_lines(lines: &[HistoryLine]) -> Vec<&leasequake_reports::history::FaultEvent> {
+    lines.iter().filter_map(|l| if let HistoryLine::Fault(f) = l { Some(f) } else { None }).collect()
+}
+
+#[test]
+fn a_triggered_fault_lands_at_its_event_and_the_node_holds_until_it_is_in() {
+    use leasequake_reports::history::{EventKind, FaultPhase};
+    let s = unfenced_with("kind = \"pause\"\ntarget = \"owner\"\non = \"checkpoint-7\"\nat_s = 3\nduration_s = 4");
+    let run = super::run_schedule(&s, 1, 24, s.faults.clone(), &reference()).unwrap();
+    let faults = fault_lines(&run.lines);
+    let verified = faults.iter().find(|f| f.phase == FaultPhase::Verified).expect("the pause took effect");
+    // The node that reported checkpoint 7's sync point at that instant is the one paused.
+    let synced = run.lines.iter().any(|l| {
+        matches!(l, HistoryLine::Node { node, received_ns, event, .. }
+            if *node == verified.target && *received_ns == verified.at_ns
+                && matches!(event.kind, EventKind::SyncPoint { number: 7, .. }))
+    });
+    assert!(synced, "applied at {} ns on {}, not at a checkpoint 7 of it", verified.at_ns, verified.target);
+    assert!(verified.at_ns > 3_000_000_000, "armed at 3 s, fired later");
+    // Paused between its last check and its persist, longer than the ttl: without fencing, the
+    // stale persist lands (the hazard's expected failure, as on containers).
+    assert!(super::shrink::violates(&run, "no_stale_write"), "{:?}", run.result);
+    // Applied at its time instead (no trigger), the pause lands anywhere: not a stale write.
+    let mut timed = s.faults.clone();
+    timed[0].on = None;
+    let run = super::run_schedule(&s, 1, 24, timed, &reference()).unwrap();
+    assert!(!super::shrink::violates(&run, "no_stale_write"), "the trigger made the difference");
+}
+
+#[test]
+fn a_trigger_that_never_fires_or_that_the_world_cannot_see_fails_the_fault() {
+    use leasequake_reports::history::FaultPhase;
+    // No round aborts in a run without faults; the observer's sightings fire nothing here yet.
+    let cases = [
+        ("round_aborted", "owner", "did not happen within"),
+        ("key_expired", "owner", "observer"),
+        ("role_changed", "n2", "observer"),
+    ];
+    for (on, target, says) in cases {
+        let body = format!("kind = \"pause\"\ntarget = \"{target}\"\non = \"{on}\"\nat_s = 3\nduration_s = 2");
+        let s = unfenced_with(&body);
+        let run = super::run_schedule(&s, 1, 24, s.faults.clone(), &reference()).unwrap();
+        let faults = fault_lines(&run.lines);
+        let failed = faults.iter().find(|f| f.phase == FaultPhase::Failed);
+        assert!(failed.is_some_and(|f| f.detail.contains(says)), "{on}: {faults:?}");
+        assert!(faults.iter().all(|f| f.phase != FaultPhase::Verified), "{on}: never applied: {faults:?}");
+        assert_eq!(run.result.verdict, Verdict::Inconclusive, "{on}: a fault that failed: {:?}", run.result);
+    }
+}

@@ -25,6 +25,7 @@ use super::env::{SimEnv, VClock};
 use super::gate::{Gate, Gated, Tasks};
 use super::net::Link;
 use super::redis::{Reply, Role};
+use super::trigger::Seen;
 use crate::error::HarnessError;
 use crate::job::{Emitter, Variant};
 use crate::recorder::Recorder;
@@ -93,8 +94,10 @@ fn run_for(s: &Scenario, faults: &[Fault], virtual_s: u64) -> Duration {
     let needed = faults
         .iter()
         .filter_map(|f| {
-            let outlasts = crate::fault::outlasts_heal_ms(f)?;
-            let healed = f.at_ms().saturating_add(f.duration_ms());
+            // A triggered fault may fire up to a liveness bound after it was armed.
+            let waits = if f.on.is_some() { s.liveness_bound_ms() } else { 0 };
+            let outlasts = crate::fault::outlasts_heal_ms(f).or(f.on.is_some().then_some(0))?;
+            let healed = f.at_ms().saturating_add(waits).saturating_add(f.duration_ms());
             Some(healed.saturating_add(outlasts).saturating_add(s.liveness_bound_ms()).saturating_add(500))
         })
         .max()
@@ -134,9 +137,9 @@ impl NodeSlot {
 /// The world of one seed.
 pub(super) struct World {
     s: Scenario,
-    faults: Vec<Fault>,
+    pub(super) faults: Vec<Fault>,
     seed: u64,
-    clock: VClock,
+    pub(super) clock: VClock,
     /// Redis: the primary, its replica, the routing and the replication stream.
     pub redis: Arc<Cluster>,
     store: Arc<Store>,
@@ -149,6 +152,12 @@ pub(super) struct World {
     variant: Arc<Variant>,
     /// Every incarnation's node gate, to report a task the simulation held for spinning.
     gates: Mutex<Vec<(String, Arc<Gate>)>>,
+    /// Triggered faults armed and not yet fired (`sim::trigger`).
+    pub(super) armed: Mutex<Vec<crate::trigger::Armed>>,
+    /// The heals of triggered faults still to come, aborted at the end as the driver is.
+    pub(super) heals: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Where the nodes' events go for the router, when a fault waits for one.
+    seen: Option<mpsc::Sender<Seen>>,
 }
 
 async fn run_world(
@@ -162,6 +171,13 @@ async fn run_world(
     let mut header = scenario_header(s, seed, &format!("sim-{seed}"), TENANT, clock.now_ns(), 0);
     // The simulated nodes reach whichever server is master: Sentinel-aware clients.
     header.clients_follow = true;
+    let (seen, seen_rx) = match faults.iter().any(|f| f.on.is_some()) {
+        true => {
+            let (tx, rx) = mpsc::channel(super::trigger::SEEN_MAX);
+            (Some(tx), Some(rx))
+        }
+        false => (None, None),
+    };
     let w = Arc::new(World {
         s: s.clone(),
         faults,
@@ -175,7 +191,11 @@ async fn run_world(
         rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0x5151_5151)),
         variant,
         gates: Mutex::default(),
+        armed: Mutex::default(),
+        heals: Mutex::default(),
+        seen,
     });
+    let router = seen_rx.map(|rx| tokio::spawn(super::trigger::route(w.clone(), rx)));
     for i in 1..=s.nodes.count {
         let links = (Arc::new(Link::default()), Arc::new(Link::default()));
         let slot = w.start_node(i, 1, links);
@@ -186,6 +206,10 @@ async fn run_world(
     let driver = tokio::spawn(drive(w.clone()));
     tokio::time::sleep(run_for(s, &w.faults, virtual_s)).await;
     driver.abort();
+    if let Some(r) = router {
+        r.abort();
+    }
+    w.heals.lock().unwrap_or_else(PoisonError::into_inner).iter().for_each(tokio::task::AbortHandle::abort);
     for n in w.nodes() {
         let _ = n.commands.send(NodeCommand::Stop).await;
     }
@@ -302,11 +326,15 @@ impl World {
         let job = crate::job::run(Arc::new(env), config, emitter, stream.boxed(), self.variant.clone());
         let job = tokio::spawn(Gated::new(vec![slot.node_gate.clone()], job));
         slot.tasks.track(job.abort_handle());
-        let (rec, node, clock) = (self.rec.clone(), format!("n{i}"), self.clock);
+        let (rec, node, clock, seen) = (self.rec.clone(), format!("n{i}"), self.clock, self.seen.clone());
         let recorder = tokio::spawn(async move {
             // Bounded by the job: the channel closes when its emitters are gone.
             while let Some(event) = events.recv().await {
+                let kind = seen.is_some().then(|| event.kind.clone());
                 rec.push(HistoryLine::Node { node: node.clone(), incarnation, received_ns: clock.now_ns(), event });
+                if let (Some(tx), Some(kind)) = (&seen, kind) {
+                    let _ = tx.send((i, kind)).await;
+                }
             }
         });
         self.running.lock().unwrap_or_else(PoisonError::into_inner).push((job, recorder));
@@ -326,7 +354,35 @@ impl World {
         }
     }
 
-    fn record(&self, line: HistoryLine) {
+    /// The scenario's liveness bound, ms.
+    pub fn liveness_bound_ms(&self) -> u64 {
+        self.s.liveness_bound_ms()
+    }
+
+    /// Applies fault `i` now, to node `index` when it targets one, with its history lines;
+    /// returns where it went when it took effect.
+    pub(super) fn apply_fault(&self, i: usize, index: u32) -> Option<(u32, String)> {
+        let f = &self.faults[i];
+        let id = f.id(i);
+        let target =
+            if f.kind.needs_a_node() { format!("n{index}") } else { crate::fault::untargeted(f.kind).to_owned() };
+        self.record(fault_line(self, id, f, &target, FaultPhase::Requested, String::new()));
+        let outcome = super::fault::apply(self, f, index);
+        self.record(crate::fault::outcome_line_at(id, f, &target, &outcome, self.clock.now_ns()));
+        outcome.is_ok().then_some((index, target))
+    }
+
+    /// Heals fault `i`, applied to `index` as `target`, with its history line.
+    pub(super) fn heal_fault(&self, i: usize, (index, target): (u32, String)) {
+        let f = &self.faults[i];
+        let (phase, detail) = match super::fault::heal(self, f, index) {
+            Ok(d) => (FaultPhase::Healed, d),
+            Err(e) => (FaultPhase::HealFailed, e),
+        };
+        self.record(fault_line(self, f.id(i), f, &target, phase, detail));
+    }
+
+    pub(super) fn record(&self, line: HistoryLine) {
         self.rec.push(line);
     }
 
@@ -368,42 +424,50 @@ impl World {
     }
 }
 
-/// Applies and heals the schedule's faults at their times, each with its history lines.
+/// Applies and heals the schedule's faults at their times, each with its history lines; arms
+/// the triggered ones at theirs (and fails them a liveness bound later if their event never came).
 async fn drive(w: Arc<World>) {
+    const HEAL: u8 = 0;
+    const APPLY: u8 = 1;
+    const ARM: u8 = 2;
+    const EXPIRE: u8 = 3;
     let t0 = Instant::now();
-    // (ms, heal before apply at the same ms, index)
+    // (ms, what, index): at one ms, heals before applies.
     let mut steps: Vec<(u64, u8, usize)> = Vec::new();
     for (i, f) in w.faults.iter().enumerate() {
-        steps.push((f.at_ms(), 1, i));
-        steps.push((f.at_ms().saturating_add(f.duration_ms()), 0, i));
+        if f.on.is_some() {
+            steps.push((f.at_ms(), ARM, i));
+            steps.push((f.at_ms().saturating_add(w.liveness_bound_ms()), EXPIRE, i));
+        } else {
+            steps.push((f.at_ms(), APPLY, i));
+            steps.push((f.at_ms().saturating_add(f.duration_ms()), HEAL, i));
+        }
     }
     steps.sort_unstable();
     let mut applied: Vec<Option<(u32, String)>> = vec![None; w.faults.len()];
     for (ms, step, i) in steps {
         tokio::time::sleep_until(t0 + Duration::from_millis(ms)).await;
-        let f = &w.faults[i];
-        let id = f.id(i);
-        if step == 1 {
-            let index = w.target(f);
-            let target =
-                if f.kind.needs_a_node() { format!("n{index}") } else { crate::fault::untargeted(f.kind).to_owned() };
-            w.record(fault_line(&w, id, f, &target, FaultPhase::Requested, String::new()));
-            let outcome = super::fault::apply(&w, f, index);
-            w.record(crate::fault::outcome_line_at(id, f, &target, &outcome, w.clock.now_ns()));
-            if outcome.is_ok() {
-                applied[i] = Some((index, target));
+        match step {
+            APPLY => applied[i] = w.apply_fault(i, w.target(&w.faults[i])),
+            HEAL => {
+                if let Some(a) = applied[i].take() {
+                    w.heal_fault(i, a);
+                }
             }
-        } else if let Some((index, target)) = applied[i].take() {
-            let (phase, detail) = match super::fault::heal(&w, f, index) {
-                Ok(d) => (FaultPhase::Healed, d),
-                Err(e) => (FaultPhase::HealFailed, e),
-            };
-            w.record(fault_line(&w, id, f, &target, phase, detail));
+            ARM => super::trigger::arm(&w, i),
+            _ => super::trigger::expire(&w, i),
         }
     }
 }
 
-fn fault_line(w: &World, id: u64, f: &Fault, target: &str, phase: FaultPhase, detail: String) -> HistoryLine {
+pub(super) fn fault_line(
+    w: &World,
+    id: u64,
+    f: &Fault,
+    target: &str,
+    phase: FaultPhase,
+    detail: String,
+) -> HistoryLine {
     HistoryLine::Fault(FaultEvent {
         id,
         fault: f.kind,

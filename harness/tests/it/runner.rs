@@ -537,3 +537,49 @@ fn parallel_runs_each_scenario_in_its_own_environment_and_merges_one_suite() {
     assert!(overlap, "no two runs overlapped in time: {spans:?}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn shrink_reruns_a_failing_run_on_containers_and_keeps_only_the_faults_the_failure_needs() {
+    // The Python node with a bug that fails without any fault (it drops the old collection after
+    // releasing): both faults of this schedule are noise, and the shrink must find that out by
+    // running, attempt by attempt, on real containers.
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/python-node-venv/bin/python");
+    let node = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python-node/node.py");
+    let cmd = format!("{python} {node} --bug release-then-write");
+    let faults = "\n[[faults]]\nkind = \"pause\"\ntarget = \"n2\"\nat_s = 2\nduration_s = 1\n\
+                  \n[[faults]]\nkind = \"partition\"\ntarget = \"n1\"\nlink = \"redis\"\nmode = \"reset\"\nat_s = 4\nduration_s = 1\n";
+    let (code, out, dir) = run_with("shrinkable", "", faults, &["--node-cmd", &cmd]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("sticky_loss"), "{out}");
+    let failed = run_dirs(&dir).pop().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("shrink")
+        .arg(&failed)
+        .args(["--confirm", "1", "--budget", "15m", "--node-cmd", &cmd, "--report-dir"])
+        .arg(dir.join("shrunk"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a failing schedule written: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("the recorded schedule, again (1 of 1)"), "{text}");
+    assert!(text.contains("no smaller schedule fails: 0 faults"), "{text}");
+    let suite = std::fs::read_dir(dir.join("shrunk")).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
+    let shrunk = leasequake::scenario::load(&suite.join("shrunk.toml")).unwrap();
+    assert!(shrunk.faults.is_empty(), "{:?}", shrunk.faults);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(suite.join("shrink.json")).unwrap()).unwrap();
+    let attempts = summary["attempts"].as_array().unwrap();
+    assert!(attempts.len() >= 3, "the confirmation and one run per removed fault: {summary}");
+    assert!(attempts.iter().all(|a| a["violated"] == true), "every attempt failed sticky_loss: {summary}");
+    // Every attempt left its run directory and the suite's report lists them.
+    for a in attempts {
+        assert!(suite.join(a["dir"].as_str().unwrap()).join("history.jsonl").is_file(), "{a}");
+    }
+    assert!(suite.join("report.html").is_file());
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -168,3 +168,30 @@ fn a_node_command_that_cannot_start_exits_2_before_any_environment() {
         assert!(out.contains("node command cannot be started") && !out.contains("starting the environment"), "{out}");
     }
 }
+
+#[test]
+fn shrink_runs_no_command_read_from_a_file_and_refuses_a_run_that_did_not_fail() {
+    let marker = std::env::temp_dir().join(format!("leasequake-pwned-shrink-{}", std::process::id()));
+    let sh = format!(r#"["/bin/sh","-c","touch {}"]"#, marker.display());
+    let dir = hostile_run_dir("shrink-cmd", "[]", &sh);
+    let (code, out) =
+        leasequake(&["shrink".as_ref(), dir.as_os_str(), "--report-dir".as_ref(), dir.join("r").as_os_str()]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("leasequake shrink") && out.contains("--run-recorded-command"), "{out}");
+    assert!(!marker.exists(), "the recorded command ran");
+    std::fs::remove_dir_all(&dir).unwrap();
+    // A history that shows no failure (here: a header alone, which cannot be judged) is refused
+    // before any run starts, and nothing is written.
+    let dir = hostile_run_dir("shrink-nofail", "[]", "null");
+    let reports = dir.join("r");
+    let (code, out) = leasequake(&["shrink".as_ref(), dir.as_os_str(), "--report-dir".as_ref(), reports.as_os_str()]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("nothing to shrink"), "{out}");
+    assert!(!reports.exists(), "a refused shrink wrote {}", reports.display());
+    for (flag, value, says) in [("--confirm", "11", "11"), ("--budget", "0s", "0s")] {
+        let (code, out) = leasequake(&["shrink".as_ref(), dir.as_os_str(), flag.as_ref(), value.as_ref()]);
+        assert_eq!(code, Some(2), "{flag} {value}: {out}");
+        assert!(out.contains(says), "{flag} {value}: {out}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -425,3 +425,59 @@ fn at_ms_and_duration_ms_refine_a_faults_seconds_and_must_agree_with_them() {
     check(&exact("duration_ms = 3001"), Err(("faults[0].duration_ms", Some(21))));
     check(&exact("at_ms = 5000\non = \"acquired\""), Err(("faults[0].at_ms", Some(21))));
 }
+
+mod smaller {
+    use crate::scenario::smaller::{candidate, count, Step, CONTAINER_STEPS};
+    use crate::scenario::{parse, Fault};
+
+    /// `OK` (a pause of the owner at 5 s for 3 s, 30 s), its fault aimed at n2 at 8 s for 4 s.
+    fn file() -> crate::scenario::Scenario {
+        let text = super::OK.replace("target = \"owner\"", "target = \"n2\"");
+        parse(std::path::Path::new("s.toml"), &text).unwrap()
+    }
+
+    fn faults(n: u64) -> Vec<Fault> {
+        let f = file().faults[0].clone();
+        (0..n)
+            .map(|k| {
+                let mut g = f.clone();
+                g.exact_ms = Some((8_000 + k * 1_000, 4_000));
+                g
+            })
+            .collect()
+    }
+
+    fn all(steps: &[Step], fs: &[Fault]) -> Vec<(Vec<Fault>, String)> {
+        (0..count(steps, fs.len())).filter_map(|i| candidate(&file(), steps, fs, i)).collect()
+    }
+
+    #[test]
+    fn chunks_come_first_halving_down_to_pairs_and_every_fault_is_removed_once() {
+        let fs = faults(8);
+        let c = all(&[Step::RemoveChunk], &fs);
+        let sizes: Vec<usize> = c.iter().map(|(f, _)| 8 - f.len()).collect();
+        assert_eq!(sizes, vec![4, 4, 2, 2, 2, 2], "{:?}", c.iter().map(|x| &x.1).collect::<Vec<_>>());
+        assert!(all(&[Step::RemoveChunk], &faults(3)).is_empty(), "no chunk of one: that is Remove's");
+        let singles = all(&[Step::Remove], &fs);
+        assert_eq!(singles.len(), 8);
+        assert!(singles.iter().all(|(f, _)| f.len() == 7));
+    }
+
+    #[test]
+    fn a_fault_is_halved_aimed_at_the_owner_and_begun_earlier_until_it_cannot_be() {
+        let fs = faults(1);
+        let c = all(CONTAINER_STEPS, &fs);
+        let tried: Vec<&str> = c.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(c.len(), 4, "remove, halve, owner, earlier: {tried:?}");
+        assert_eq!(c[1].0[0].duration_ms(), 2_000, "{tried:?}");
+        assert_eq!(c[2].0[0].target.as_deref(), Some("owner"), "{tried:?}");
+        assert_eq!((c[3].0[0].at_ms(), c[3].0[0].duration_ms()), (4_000, 4_000), "{tried:?}");
+        // At the shortest a probe verifies, on the owner, in the first seconds: only removal is left.
+        let mut f = fs[0].clone();
+        f.exact_ms = Some((1_500, 500));
+        f.target = Some("owner".into());
+        let c = all(CONTAINER_STEPS, &[f]);
+        assert_eq!(c.len(), 1, "{:?}", c.iter().map(|x| &x.1).collect::<Vec<_>>());
+        assert!(c[0].0.is_empty());
+    }
+}

@@ -25,41 +25,74 @@ pub struct Request {
     pub run_recorded_command: bool,
 }
 
-/// Replays the run in `req.dir`.
-pub async fn run(req: Request) -> Result<Exit, HarnessError> {
-    let dir = &req.dir;
+/// A recorded run, ready to run again: its scenario as run (`scenario::replay`), its seed, and
+/// the node command the user chose.
+pub struct Recorded {
+    /// The scenario with its schedule as executed.
+    pub scenario: crate::scenario::Scenario,
+    /// The run's seed.
+    pub seed: u64,
+    /// The node command to run (none: the reference node).
+    pub node_cmd: Option<Vec<String>>,
+}
+
+/// Reads the run in `dir` for running again. A node command recorded there runs only when the
+/// user passes it (`node_cmd`) or confirms it (`run_recorded_command`); `verb` is the command
+/// that asks (`repro`, `shrink`), for the message that says so.
+///
+/// # Errors
+/// `dir` is no run directory, its files do not parse, or it names a command the user did not
+/// confirm (a usage error naming the fix).
+pub fn recorded(
+    dir: &Path,
+    node_cmd: Option<String>,
+    run_recorded_command: bool,
+    verb: &str,
+) -> Result<Recorded, HarnessError> {
     if let Some(problem) = not_a_run_dir(dir).or_else(|| no_history(dir)) {
         return Err(HarnessError::usage(problem));
     }
-    super::usable_report_dir(&req.report_dir)?;
     let mut scenario = crate::scenario::replay(dir).map_err(|e| HarnessError::usage(e.to_string()))?;
     let Some(h) = read_header(&dir.join(HISTORY_FILE))? else {
         return Err(HarnessError::usage(format!("{} has no history header: not a run directory", dir.display())));
     };
     let recorded = h.node_command.clone().or_else(|| scenario.nodes.command.take());
-    let node_cmd = match (req.node_cmd, recorded) {
+    let node_cmd = match (node_cmd, recorded) {
         (Some(c), _) => Some(c.split_whitespace().map(str::to_owned).collect()),
-        (None, Some(c)) if req.run_recorded_command => Some(c),
+        (None, Some(c)) if run_recorded_command => Some(c),
         (None, Some(c)) => {
             let c = printable(&c.join(" "));
             return Err(HarnessError::usage(format!(
-                "this run's nodes were started by a recorded command:\n  {c}\nrepro does not run a command read \
-                 from a file. Pass it yourself:\n  leasequake repro {} --node-cmd \"{c}\"\nor confirm the \
+                "this run's nodes were started by a recorded command:\n  {c}\n{verb} does not run a command read \
+                 from a file. Pass it yourself:\n  leasequake {verb} {} --node-cmd \"{c}\"\nor confirm the \
                  recorded one with --run-recorded-command",
                 dir.display(),
             )));
         }
         (None, None) => None,
     };
-    let opts = RunOptions { seed: Some(h.seed), node_cmd, attach: None, progress: crate::progress::Progress::stderr() };
-    let nodes = h.node_command.as_ref().map(|c| format!(", nodes `{}`", c.join(" "))).unwrap_or_default();
+    Ok(Recorded { scenario, seed: h.seed, node_cmd })
+}
+
+/// Replays the run in `req.dir`.
+pub async fn run(req: Request) -> Result<Exit, HarnessError> {
+    let dir = &req.dir;
+    let rec = recorded(dir, req.node_cmd, req.run_recorded_command, "repro")?;
+    super::usable_report_dir(&req.report_dir)?;
+    let nodes = rec.node_cmd.as_ref().map(|c| format!(", nodes `{}`", c.join(" "))).unwrap_or_default();
+    let opts = RunOptions {
+        seed: Some(rec.seed),
+        node_cmd: rec.node_cmd,
+        attach: None,
+        progress: crate::progress::Progress::stderr(),
+    };
     eprintln!(
         "replaying {} with seed {} and its {} recorded faults{nodes}",
-        scenario.name,
-        h.seed,
-        scenario.faults.len()
+        rec.scenario.name,
+        rec.seed,
+        rec.scenario.faults.len()
     );
-    run_loaded(vec![(dir.join("scenario.toml"), scenario)], &req.report_dir, &opts, 1, None, false).await
+    run_loaded(vec![(dir.join("scenario.toml"), rec.scenario)], &req.report_dir, &opts, 1, None, false).await
 }
 
 /// Why `dir` is no run directory `repro` can replay, naming the fix (a suite directory lists its
