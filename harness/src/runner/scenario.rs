@@ -69,6 +69,23 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     /// Faults drawn from the seed, added to `faults` at run time.
     pub random: Option<Random>,
+    /// How the simulation draws its own schedule (`leasequake sim`, a file with neither
+    /// `[[faults]]` nor `[random]`).
+    pub sim: Option<SimDraw>,
+}
+
+/// `[sim]`: the simulation's own draw, widened (docs/sim.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimDraw {
+    /// Swarm testing: each seed enables a random subset of the fault kinds and draws only from
+    /// it, so that a kind's effects are not always diluted by every other kind's.
+    #[serde(default)]
+    pub swarm: bool,
+    /// Some faults on a node wait for a step of the pipeline (`on = "checkpoint-N"`, `acquired`,
+    /// a store call, ...) instead of a time: the phases a time rarely hits.
+    #[serde(default)]
+    pub triggers: bool,
 }
 
 /// `[random]`: a seeded random schedule within bounds (drawn with ChaCha8, version-stable).
@@ -958,6 +975,14 @@ fn validate(s: &Scenario) -> Result<(), (String, String)> {
     if s.pipeline.batches == 0 {
         return bad("pipeline.batches", "must be at least 1".into());
     }
+    if let Some(sim) = s.sim.filter(|_| !s.faults.is_empty() || s.random.is_some()) {
+        return bad(
+            if sim.triggers && !sim.swarm { "sim.triggers" } else { "sim.swarm" },
+            "[sim] shapes the simulation's own draw, which runs only for a file with neither [[faults]] nor \
+             [random]: remove one or the other"
+                .into(),
+        );
+    }
     if let Some(e) = &s.expected {
         if !PROPERTIES.contains(&e.property.as_str()) {
             return bad(
@@ -1116,6 +1141,7 @@ pub fn fault_fits(s: &Scenario, f: &Fault) -> Result<(), (String, String)> {
     let mut one = s.clone();
     one.faults = vec![f.clone()];
     one.random = None;
+    one.sim = None;
     validate(&one)
 }
 

@@ -43,7 +43,7 @@ pub fn scenario_text(origin: &Origin<'_>, faults: &[Fault]) -> Result<String, Ha
     let text =
         std::fs::read_to_string(origin.file).map_err(|e| bad(format!("cannot read {}: {e}", origin.file.display())))?;
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
-    for key in ["faults", "random", "expected", "seed", "origin"] {
+    for key in ["faults", "random", "expected", "seed", "origin", "sim"] {
         table.remove(key);
     }
     // A flaw's finding is named after the flaw (two flaws' findings on one seed stay apart).

@@ -54,22 +54,33 @@ fn group(k: FaultKind) -> Option<usize> {
 #[must_use]
 pub fn draw(s: &Scenario, seed: u64, virtual_s: u64) -> Vec<Fault> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17_5eed);
+    // The subset and the triggers have streams of their own: a plain draw is the same with or
+    // without them.
+    let draw = s.sim.unwrap_or_default();
+    let kinds = enabled(draw.swarm, seed);
+    let mut extra = ChaCha8Rng::seed_from_u64(seed ^ 0x7219_9e25);
     let until_ms = virtual_s.saturating_mul(1000).saturating_sub(s.liveness_bound_ms() + 2_000);
     if until_ms < FROM_MS + LONGEST_MS {
         return Vec::new();
     }
+    // The file the draw's faults must fit: this one with them in it (and so without `[sim]`).
     let mut file = s.clone();
     file.duration_s = virtual_s;
+    file.sim = None;
     let mut windows: [Vec<(u64, u64)>; 3] = Default::default();
     let mut faults = Vec::new();
     for _ in 0..FAULTS {
         // Bounded: a draw that overlaps another of its group, or that a scenario file could not
         // hold, is drawn again at most 20 times.
         let kept = (0..20).find_map(|_| {
-            let (kind, at_ms, duration_ms) = when(&mut rng, s, until_ms)?;
+            let (kind, at_ms, duration_ms) = when(&mut rng, &kinds, s, until_ms)?;
             let apart =
                 group(kind).is_none_or(|g| windows[g].iter().all(|(a, b)| at_ms + duration_ms <= *a || *b <= at_ms));
-            let f = fault(&mut rng, s, kind, (at_ms, duration_ms));
+            let mut f = fault(&mut rng, s, kind, (at_ms, duration_ms));
+            if draw.triggers {
+                triggered(&mut extra, &mut f, s.liveness_bound_ms());
+            }
+            // A file must be able to hold it as it now is (triggered or not).
             (apart && crate::scenario::fault_fits(&file, &f).is_ok()).then_some(f)
         });
         let Some(f) = kept else { continue };
@@ -81,9 +92,54 @@ pub fn draw(s: &Scenario, seed: u64, virtual_s: u64) -> Vec<Fault> {
     faults
 }
 
-/// A kind and its window: `None` when the window does not fit before `until_ms`.
-fn when(rng: &mut ChaCha8Rng, s: &Scenario, until_ms: u64) -> Option<(FaultKind, u64, u64)> {
-    let kind = KINDS[rng.random_range(0..KINDS.len())];
+/// The kinds a seed draws from: all of them, or (swarm) each with even odds, at least one.
+pub(super) fn enabled(swarm: bool, seed: u64) -> Vec<FaultKind> {
+    if !swarm {
+        return KINDS.to_vec();
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5a4a_4a5a);
+    let kinds: Vec<FaultKind> = KINDS.iter().copied().filter(|_| rng.random_bool(0.5)).collect();
+    if kinds.is_empty() {
+        vec![KINDS[rng.random_range(0..KINDS.len())]]
+    } else {
+        kinds
+    }
+}
+
+/// The node events a drawn fault may wait for: every checkpoint (so every phase of the round),
+/// the acquire, and the writes that matter most; each happens in every round. (Not `renewed`:
+/// a round of the recommended configuration is shorter than its renewal interval.)
+const TRIGGERS: [&str; 10] = [
+    "checkpoint-1",
+    "checkpoint-2",
+    "checkpoint-3",
+    "checkpoint-4",
+    "checkpoint-5",
+    "checkpoint-6",
+    "checkpoint-7",
+    "acquired",
+    "store_call_sent:switch_alias",
+    "store_call_sent:persist_record",
+];
+
+/// With even odds, a fault on a node waits for a node event instead of its time: armed at its
+/// second, less a liveness bound's worth of seconds (so that it fires near where it was drawn),
+/// aimed at whoever reports the event.
+fn triggered(rng: &mut ChaCha8Rng, f: &mut Fault, bound_ms: u64) {
+    if !f.kind.needs_a_node() || !rng.random_bool(0.5) {
+        return;
+    }
+    let on = TRIGGERS[rng.random_range(0..TRIGGERS.len())];
+    let armed_ms = (f.at_ms().saturating_sub(bound_ms / 2) / 1000 * 1000).max(FROM_MS);
+    f.on = Some(on.to_owned());
+    f.target = Some("owner".into());
+    f.exact_ms = Some((armed_ms, f.duration_ms()));
+    f.at_s = armed_ms / 1000;
+}
+
+/// A kind of `kinds` and its window: `None` when the window does not fit before `until_ms`.
+fn when(rng: &mut ChaCha8Rng, kinds: &[FaultKind], s: &Scenario, until_ms: u64) -> Option<(FaultKind, u64, u64)> {
+    let kind = kinds[rng.random_range(0..kinds.len())];
     let duration_ms = match kind {
         // A failover lasts past Sentinel's down-after and election, or it is only a blip.
         FaultKind::Failover => {

@@ -273,3 +273,34 @@ fn a_trigger_that_never_fires_or_that_the_world_cannot_see_fails_the_fault() {
         assert_eq!(run.result.verdict, Verdict::Inconclusive, "{on}: a fault that failed: {:?}", run.result);
     }
 }
+
+#[test]
+fn a_swarm_draw_enables_a_subset_per_seed_and_waits_for_pipeline_steps_leaving_the_plain_draw_as_it_was() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/sim");
+    let plain = crate::scenario::load(&root.join("recommended.toml")).unwrap();
+    let swarm = crate::scenario::load(&root.join("swarm.toml")).unwrap();
+    let mut off = plain.clone();
+    off.sim = Some(crate::scenario::SimDraw::default());
+    let (mut kinds_per_seed, mut triggered, mut phases) = (Vec::new(), 0, std::collections::BTreeSet::new());
+    for seed in 1..=200 {
+        // The subset and the triggers draw from streams of their own: the plain draw is unchanged.
+        assert_eq!(super::schedule::draw(&plain, seed, 60), super::schedule::draw(&off, seed, 60), "seed {seed}");
+        let faults = super::schedule::draw(&swarm, seed, 60);
+        let enabled = super::schedule::enabled(true, seed);
+        assert!(faults.iter().all(|f| enabled.contains(&f.kind)), "seed {seed}: {enabled:?} {faults:?}");
+        kinds_per_seed.push(enabled.len());
+        for f in faults.iter().filter(|f| f.on.is_some()) {
+            triggered += 1;
+            assert_eq!(f.target.as_deref(), Some("owner"), "{f:?}");
+            assert!(f.kind.needs_a_node(), "{f:?}");
+            phases.insert(f.on.clone().unwrap());
+        }
+    }
+    assert!(triggered >= 100, "about half the node faults wait for a step ({triggered})");
+    for step in ["checkpoint-3", "checkpoint-4", "checkpoint-5", "store_call_sent:switch_alias"] {
+        assert!(phases.contains(step), "{step} never drawn: {phases:?}");
+    }
+    let (few, all) = (kinds_per_seed.iter().filter(|k| **k <= 4).count(), super::schedule::KINDS.len());
+    assert!(few >= 5, "some seeds enable only a few kinds ({few} of 200)");
+    assert!(kinds_per_seed.iter().all(|k| (1..all).contains(k)), "never all {all} kinds: {kinds_per_seed:?}");
+}

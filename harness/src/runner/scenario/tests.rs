@@ -481,3 +481,15 @@ mod smaller {
         assert!(c[0].0.is_empty());
     }
 }
+
+#[test]
+fn a_sim_table_is_refused_beside_faults_which_the_draw_would_never_use() {
+    let text = format!("{OK}\n[sim]\nswarm = true\n");
+    let line = text.lines().position(|l| l == "swarm = true").map(|i| i + 1);
+    check(&text, Err(("sim.swarm", line)));
+    let no_faults = OK.split("[[faults]]").next().unwrap().to_owned();
+    check(&format!("{no_faults}\n[sim]\nswarm = true\ntriggers = true\n"), Ok(()));
+    let typo = format!("{no_faults}\n[sim]\nswarn = true\n");
+    let line = typo.lines().position(|l| l == "swarn = true").map(|i| i + 1);
+    check(&typo, Err(("swarn", line)));
+}
