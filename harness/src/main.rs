@@ -44,22 +44,7 @@ enum Command {
     /// as executed (the same faults on the same nodes at the same times, random draws replaced by
     /// what they resolved to; a triggered fault waits for the same event on the same node). Exit
     /// codes as for `run`.
-    Repro {
-        /// A run directory (`reports-out/latest/02-owner-cut-from-redis`).
-        dir: std::path::PathBuf,
-        /// Where the new run directory goes.
-        #[arg(long, default_value = "reports-out")]
-        report_dir: std::path::PathBuf,
-        /// The node command to replay with. A command recorded in the run directory (its
-        /// history header, its scenario's `[nodes] command`) is never run on its own: a
-        /// downloaded artifact could name any program. Pass it here, or confirm it with
-        /// --run-recorded-command.
-        #[arg(long)]
-        node_cmd: Option<String>,
-        /// Run the node command recorded in the run directory (printed first).
-        #[arg(long, conflicts_with = "node_cmd")]
-        run_recorded_command: bool,
-    },
+    Repro(RecordedRun),
     /// Shrink a failing container run: re-run its recorded schedule (`--confirm` times; a failure
     /// that does not come back every time is reported as flaky with its rate, not shrunk), then
     /// delta debugging over repro: faults removed, shortened, aimed at the owner and moved earlier,
@@ -68,17 +53,8 @@ enum Command {
     /// run. For nodes the simulation cannot run (any language). Exit 1 a failing schedule written,
     /// 2 bad input (not a failing run), 3 flaky, interrupted or nothing judged.
     Shrink {
-        /// A failing run directory (`reports-out/latest/03-seeded-random-mix`).
-        dir: std::path::PathBuf,
-        /// Where the shrink's suite directory goes.
-        #[arg(long, default_value = "reports-out")]
-        report_dir: std::path::PathBuf,
-        /// The node command to run (as for repro: a recorded command is never run on its own).
-        #[arg(long)]
-        node_cmd: Option<String>,
-        /// Run the node command recorded in the run directory (printed first).
-        #[arg(long, conflicts_with = "node_cmd")]
-        run_recorded_command: bool,
+        #[command(flatten)]
+        run: RecordedRun,
         /// Wall time for the whole search (e.g. 20m); no attempt starts that would likely end
         /// past it.
         #[arg(long, default_value = "20m", value_parser = parse_duration)]
@@ -190,6 +166,35 @@ enum Command {
     /// Nodes contend for one tenant's lease on a real Redis and write to a real store; then every
     /// acknowledged write is looked up in the store's audit log.
     Demo(DemoArgs),
+}
+
+/// A recorded run to run again (`repro`, `shrink`).
+#[derive(clap::Args)]
+struct RecordedRun {
+    /// A run directory (`reports-out/latest/02-owner-cut-from-redis`).
+    dir: std::path::PathBuf,
+    /// Where the new suite directory goes.
+    #[arg(long, default_value = "reports-out")]
+    report_dir: std::path::PathBuf,
+    /// The node command to run. A command recorded in the run directory (its history header,
+    /// its scenario's `[nodes] command`) is never run on its own: a downloaded artifact could
+    /// name any program. Pass it here, or confirm it with --run-recorded-command.
+    #[arg(long)]
+    node_cmd: Option<String>,
+    /// Run the node command recorded in the run directory (printed first).
+    #[arg(long, conflicts_with = "node_cmd")]
+    run_recorded_command: bool,
+}
+
+impl From<RecordedRun> for suite::repro::Request {
+    fn from(r: RecordedRun) -> Self {
+        Self {
+            dir: r.dir,
+            report_dir: r.report_dir,
+            node_cmd: r.node_cmd,
+            run_recorded_command: r.run_recorded_command,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -515,11 +520,9 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
             };
             Ok(selftest::run(req).await?)
         }
-        Command::Repro { dir, report_dir, node_cmd, run_recorded_command } => {
-            Ok(suite::repro::run(suite::repro::Request { dir, report_dir, node_cmd, run_recorded_command }).await?)
-        }
-        Command::Shrink { dir, report_dir, node_cmd, run_recorded_command, budget, confirm } => {
-            let req = suite::shrink::Request { dir, report_dir, node_cmd, run_recorded_command, budget, confirm };
+        Command::Repro(run) => Ok(suite::repro::run(run.into()).await?),
+        Command::Shrink { run, budget, confirm } => {
+            let req = suite::shrink::Request { run: run.into(), budget, confirm };
             Ok(suite::shrink::run(req).await?)
         }
         Command::Sim(args) => sim_command(args).await,

@@ -8,7 +8,7 @@
 //! all); the smallest failing schedule is written as `shrunk.toml` beside them, with `shrink.json`
 //! listing the attempts. The search stops at its budget, on Ctrl-C, or when a pass keeps nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use leasequake_reports::suite::ScenarioRun;
@@ -30,14 +30,8 @@ const CONFIRMING: &str = "the recorded schedule, again";
 /// What `leasequake shrink` was asked to do.
 #[derive(Debug)]
 pub struct Request {
-    /// The failing run directory.
-    pub dir: PathBuf,
-    /// Where the shrink's suite directory goes.
-    pub report_dir: PathBuf,
-    /// The node command (split on whitespace).
-    pub node_cmd: Option<String>,
-    /// Run the node command the run directory recorded (the user confirmed it).
-    pub run_recorded_command: bool,
+    /// The failing run, where the shrink's suite goes, and the node command (as for repro).
+    pub run: super::repro::Request,
     /// Wall time for the whole search; no attempt starts that would likely end past it.
     pub budget: Duration,
     /// Runs of the recorded schedule before shrinking (0: trust the recorded failure).
@@ -96,15 +90,16 @@ struct Search {
     best_dir: Option<String>,
 }
 
-/// Shrinks the failing run in `req.dir`.
+/// Shrinks the failing run in `req.run.dir`.
 ///
 /// # Errors
 /// The directory holds no failing run, or the report directory cannot be written.
 pub async fn run(req: Request) -> Result<Exit, HarnessError> {
-    let rec = recorded(&req.dir, req.node_cmd, req.run_recorded_command, "shrink")?;
-    let property = failed_property(&req.dir)?;
-    usable_report_dir(&req.report_dir)?;
-    let base = base_table(&req.dir)?;
+    let (dir, report_dir) = (req.run.dir, req.run.report_dir);
+    let rec = recorded(&dir, req.run.node_cmd, req.run.run_recorded_command, "shrink")?;
+    let property = failed_property(&dir)?;
+    usable_report_dir(&report_dir)?;
+    let base = base_table(&dir)?;
     let opts = RunOptions {
         seed: Some(rec.seed),
         node_cmd: rec.node_cmd.clone(),
@@ -113,13 +108,13 @@ pub async fn run(req: Request) -> Result<Exit, HarnessError> {
     };
     println!(
         "shrinking {} ({} faults, seed {}): it violated {property}; budget {}",
-        req.dir.display(),
+        dir.display(),
         rec.scenario.faults.len(),
         rec.seed,
         minutes(req.budget)
     );
     let mut s = Search {
-        suite: SuiteDir::create(&req.report_dir)?,
+        suite: SuiteDir::create(&report_dir)?,
         rec,
         base,
         opts,
@@ -134,10 +129,10 @@ pub async fn run(req: Request) -> Result<Exit, HarnessError> {
     let faults = s.rec.scenario.faults.clone();
     let reproduced = s.confirm(&faults, req.confirm).await?;
     if reproduced.0 < reproduced.1 || (req.confirm > 0 && reproduced.1 == 1) {
-        return s.not_shrunk(&req.dir, reproduced);
+        return s.not_shrunk(&dir, reproduced);
     }
     let (best, outcome) = s.search(faults).await?;
-    s.finish(&req.dir, &best, reproduced, &outcome)
+    s.finish(&dir, &best, reproduced, &outcome)
 }
 
 /// The first property the run in `dir` violated, judged again from its history (its
@@ -224,8 +219,7 @@ impl Search {
             took_s: run.took_s,
         };
         // A confirming run keeps nothing: it measures whether the failure comes back.
-        let kept =
-            if faults.len() < self.rec.scenario.faults.len() || !tried.starts_with(CONFIRMING) { ": kept" } else { "" };
+        let kept = if tried.starts_with(CONFIRMING) { "" } else { ": kept" };
         let outcome = if a.violated { format!("violates {}{kept}", self.property) } else { "does not".to_owned() };
         println!(
             "  attempt {number:>2} ({}): {tried}: {} {outcome} ({} faults)  [{}]",
