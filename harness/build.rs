@@ -19,4 +19,33 @@ fn main() {
             panic!("cannot run the C compiler `{cc}` for {source} ({e}): install one (scripts/deps installs gcc)")
         });
     assert!(status.success(), "`{cc}` failed on {source}");
+    harness_commit();
+}
+
+/// The commit this harness is built from (`LEASEQUAKE_COMMIT`, empty outside a git checkout), so a
+/// report names the harness that judged it, not the repository it was started from. Rebuilt when
+/// HEAD or its branch moves (uncommitted changes are not tracked: cargo would rebuild on every
+/// edit).
+fn harness_commit() {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_default();
+    println!("cargo:rustc-env=LEASEQUAKE_COMMIT={commit}");
+    // Only files that exist: a missing one would make cargo run this script on every build.
+    for rel in ["HEAD", "packed-refs"] {
+        if let Some(p) = git(&["rev-parse", "--git-path", rel]).map(PathBuf::from).filter(|p| p.exists()) {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
+    }
+    if let Some(p) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        if let Some(p) = git(&["rev-parse", "--git-path", &p]).map(PathBuf::from).filter(|p| p.exists()) {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
+    }
 }

@@ -17,6 +17,7 @@
 //! exit.rs       how every command ends: one mapping to the exit codes
 //! ```
 
+pub mod command_line;
 mod environment;
 pub mod error;
 pub mod exit;

@@ -587,7 +587,10 @@ async fn env_up_command(nodes: u32, down_after_ms: u64, policy: PolicyArg) -> an
     println!("  redis             upstream names redis-primary:6379, redis-replica:6379 (client network)");
     println!("  redis-cli         docker exec -it lq-{r}-redis-primary redis-cli -a \"$(cat {})\"", secret.display());
     println!("  sentinel          docker exec -it lq-{r}-sentinel-1 redis-cli -p 26379 sentinel masters");
-    println!("  run a scenario    leasequake run --env {r} scenarios/smoke/no-faults.toml");
+    println!(
+        "  run a scenario    {}",
+        leasequake::command_line::command(["run", "--env", r.as_str(), "scenarios/smoke/no-faults.toml"])
+    );
     println!("Ctrl-C removes it.");
     suite::terminated().await;
     let _ = std::fs::remove_file(&secret);

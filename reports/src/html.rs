@@ -140,7 +140,10 @@ fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<Hist
     if let Some(e) = &r.expected {
         let _ = write!(o, "<p class=\"meta\">Expected to violate <b>{}</b>: {}</p>", esc(&e.property), esc(&e.why));
     }
-    let _ = write!(o, "<pre>{}</pre>", esc(&r.repro));
+    let _ = write!(o, "<p class=\"meta\">Replay exactly:</p><pre>{}</pre>", esc(&r.repro));
+    if !r.rerun.is_empty() {
+        let _ = write!(o, "<p class=\"meta\">Or from the scenario file:</p><pre>{}</pre>", esc(&r.rerun));
+    }
     if let Some(err) = &r.error {
         let _ = write!(o, "<p class=\"viol\">The run could not finish: {}</p>", esc(err));
     }

@@ -1,6 +1,7 @@
-//! `junit.xml`: one test suite per scenario run, one test case per property (and one for the
-//! run itself when it could not start). A violation is a `<failure>` carrying its text; an
-//! expected failure observed passes, saying so; inconclusive is an `<error>`.
+//! `junit.xml`: one test suite per scenario run: a `run` case (its wall time; an `<error>` when
+//! the run could not finish or its history has a hole) and one case per property. A violation is
+//! a `<failure>` carrying its text and the exact replay first; an expected failure observed and a
+//! property with nothing to judge are `<skipped>` with the reason; inconclusive is an `<error>`.
 
 use std::fmt::Write;
 
@@ -25,65 +26,87 @@ pub fn xml(text: &str) -> String {
     out
 }
 
-struct Case {
-    name: String,
-    failure: Option<(String, String)>,
-    error: Option<String>,
-    out: Option<String>,
+/// How a test case ended.
+enum Outcome {
+    Passed(String),
+    /// A violation: message and text.
+    Failed(String, String),
+    /// Inconclusive: the reason.
+    Error(String),
+    /// An expected failure observed, or a property with nothing to judge: the reason.
+    Skipped(String),
 }
 
+struct Case {
+    name: String,
+    /// Seconds: the run's wall time on its `run` case; a property is judged from the recorded
+    /// history afterwards (`leasequake bench` times the checker).
+    time: f64,
+    outcome: Outcome,
+}
+
+/// The `run` case (the environment, the nodes, the faults, a complete history) and one case per
+/// property.
 fn cases(run: &ScenarioRun) -> Vec<Case> {
     let Some(r) = &run.result else {
-        return vec![Case {
-            name: "run".into(),
-            failure: None,
-            error: Some(run.error.clone().unwrap_or_else(|| "the run did not finish".into())),
-            out: None,
-        }];
+        let why = run.error.clone().unwrap_or_else(|| "the run did not finish".into());
+        return vec![Case { name: "run".into(), time: run.took_s, outcome: Outcome::Error(why) }];
     };
-    let mut cases = Vec::new();
+    let ran = if r.inconclusive.is_empty() {
+        Outcome::Passed(format!("ran for {:.1} s; the history is complete", run.took_s))
+    } else {
+        Outcome::Error(r.inconclusive.join("\n"))
+    };
+    let mut cases = vec![Case { name: "run".into(), time: run.took_s, outcome: ran }];
     for p in &r.properties {
         let expected = run.expected.as_ref().filter(|e| e.property == p.name);
-        let mut case = Case { name: p.name.clone(), failure: None, error: None, out: None };
-        match (p.status, expected) {
+        let outcome = match (p.status, expected) {
             (PropertyStatus::Violated, Some(e)) => {
-                case.out = Some(format!("expected failure observed: {} ({})", p.sentence, e.why));
+                Outcome::Skipped(format!("expected failure observed: {} ({})", p.sentence, e.why))
             }
-            (PropertyStatus::Violated, None) => {
-                let text: Vec<String> = p
-                    .violations
-                    .iter()
-                    .map(|v| {
-                        let faults = if v.faults_active.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" [faults in effect: {}]", v.faults_active.join(", "))
-                        };
-                        format!("{}{faults}", v.summary)
-                    })
-                    .collect();
-                case.failure = Some((p.sentence.clone(), text.join("\n")));
-            }
-            (_, Some(e)) if r.expectation == Some(Expectation::ExpectedFailureMissing) => {
-                case.failure = Some((
-                    format!("expected {} to be violated, and it held", e.property),
-                    format!("the scenario declares this failure on purpose: {}", e.why),
-                ));
-            }
-            (PropertyStatus::Inconclusive, _) => case.error = Some(p.sentence.clone()),
-            _ => case.out = Some(p.sentence.clone()),
-        }
-        cases.push(case);
-    }
-    if !r.inconclusive.is_empty() {
-        cases.push(Case {
-            name: "history complete".into(),
-            failure: None,
-            error: Some(r.inconclusive.join("\n")),
-            out: None,
-        });
+            (PropertyStatus::Violated, None) => Outcome::Failed(p.sentence.clone(), violations(p)),
+            (_, Some(e)) if r.expectation == Some(Expectation::ExpectedFailureMissing) => Outcome::Failed(
+                format!("expected {} to be violated, and it held", e.property),
+                format!("the scenario declares this failure on purpose: {}", e.why),
+            ),
+            (PropertyStatus::Inconclusive, _) => Outcome::Error(p.sentence.clone()),
+            (PropertyStatus::NotApplicable, _) => Outcome::Skipped(format!("not applicable: {}", p.sentence)),
+            (PropertyStatus::Held, _) => Outcome::Passed(p.sentence.clone()),
+        };
+        cases.push(Case { name: p.name.clone(), time: 0.0, outcome });
     }
     cases
+}
+
+/// A violated property's violations, one per line, with the faults in effect.
+fn violations(p: &crate::PropertyResult) -> String {
+    let text: Vec<String> = p
+        .violations
+        .iter()
+        .map(|v| {
+            let faults = if v.faults_active.is_empty() {
+                String::new()
+            } else {
+                format!(" [faults in effect: {}]", v.faults_active.join(", "))
+            };
+            format!("{}{faults}", v.summary)
+        })
+        .collect();
+    text.join("\n")
+}
+
+/// Failures, errors and skipped cases.
+fn tally(cases: &[Case]) -> [usize; 3] {
+    let mut t = [0; 3];
+    for c in cases {
+        match c.outcome {
+            Outcome::Failed(..) => t[0] += 1,
+            Outcome::Error(_) => t[1] += 1,
+            Outcome::Skipped(_) => t[2] += 1,
+            Outcome::Passed(_) => {}
+        }
+    }
+    t
 }
 
 /// Renders the suite as JUnit XML.
@@ -92,55 +115,71 @@ pub fn render(suite: &Suite) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let all: Vec<(&ScenarioRun, Vec<Case>)> = suite.scenarios.iter().map(|s| (s, cases(s))).collect();
     let total: usize = all.iter().map(|(_, c)| c.len()).sum();
-    let failures: usize = all.iter().map(|(_, c)| c.iter().filter(|c| c.failure.is_some()).count()).sum();
-    let errors: usize = all.iter().map(|(_, c)| c.iter().filter(|c| c.error.is_some()).count()).sum();
+    let [f, e, s] = all.iter().map(|(_, c)| tally(c)).fold([0; 3], |a, t| [a[0] + t[0], a[1] + t[1], a[2] + t[2]]);
     let _ = writeln!(
         out,
-        "<testsuites name=\"leasequake\" tests=\"{total}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{:.1}\">",
+        "<testsuites name=\"leasequake\" tests=\"{total}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{s}\" time=\"{:.3}\">",
         suite.took_s
     );
     for (run, cases) in &all {
+        let [f, e, s] = tally(cases);
         let _ = writeln!(
             out,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.1}\">",
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{s}\" time=\"{:.3}\">",
             xml(&run.name),
             cases.len(),
-            cases.iter().filter(|c| c.failure.is_some()).count(),
-            cases.iter().filter(|c| c.error.is_some()).count(),
             run.took_s
         );
-        let _ = writeln!(
-            out,
-            "    <properties><property name=\"seed\" value=\"{}\"/><property name=\"repro\" value=\"{}\"/></properties>",
-            run.seed,
-            xml(&run.repro)
-        );
+        let _ = write!(out, "    <properties><property name=\"seed\" value=\"{}\"/>", run.seed);
+        let _ = write!(out, "<property name=\"repro\" value=\"{}\"/>", xml(&run.repro));
+        if !run.rerun.is_empty() {
+            let _ = write!(out, "<property name=\"rerun\" value=\"{}\"/>", xml(&run.rerun));
+        }
+        out.push_str("</properties>\n");
         for c in cases {
-            let _ = write!(out, "    <testcase classname=\"leasequake.{}\" name=\"{}\"", xml(&run.name), xml(&c.name));
-            if c.failure.is_none() && c.error.is_none() && c.out.is_none() {
-                out.push_str("/>\n");
-                continue;
-            }
-            out.push_str(">\n");
-            if let Some((message, text)) = &c.failure {
-                let _ = writeln!(
-                    out,
-                    "      <failure message=\"{}\" type=\"violation\">{}\nrepro: {}</failure>",
-                    xml(message),
-                    xml(text),
-                    xml(&run.repro)
-                );
-            }
-            if let Some(e) = &c.error {
-                let _ = writeln!(out, "      <error message=\"inconclusive\" type=\"inconclusive\">{}</error>", xml(e));
-            }
-            if let Some(o) = &c.out {
-                let _ = writeln!(out, "      <system-out>{}</system-out>", xml(o));
-            }
-            out.push_str("    </testcase>\n");
+            case(&mut out, run, c);
         }
         out.push_str("  </testsuite>\n");
     }
     out.push_str("</testsuites>\n");
     out
+}
+
+/// One `<testcase>`.
+fn case(out: &mut String, run: &ScenarioRun, c: &Case) {
+    let _ = writeln!(
+        out,
+        "    <testcase classname=\"leasequake.{}\" name=\"{}\" time=\"{:.3}\">",
+        xml(&run.name),
+        xml(&c.name),
+        c.time
+    );
+    match &c.outcome {
+        Outcome::Failed(message, text) => {
+            let rerun = if run.rerun.is_empty() { String::new() } else { format!("\nor: {}", run.rerun) };
+            let _ = writeln!(
+                out,
+                "      <failure message=\"{}\" type=\"violation\">{}\nrepro: {}{}</failure>",
+                xml(message),
+                xml(text),
+                xml(&run.repro),
+                xml(&rerun)
+            );
+        }
+        Outcome::Error(e) => {
+            let _ = writeln!(
+                out,
+                "      <error message=\"inconclusive\" type=\"inconclusive\">{}\nrepro: {}</error>",
+                xml(e),
+                xml(&run.repro)
+            );
+        }
+        Outcome::Skipped(why) => {
+            let _ = writeln!(out, "      <skipped message=\"{}\"/>", xml(why));
+        }
+        Outcome::Passed(text) => {
+            let _ = writeln!(out, "      <system-out>{}</system-out>", xml(text));
+        }
+    }
+    out.push_str("    </testcase>\n");
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::suite::{Shown, Suite};
+use crate::suite::{ScenarioRun, Shown, Suite};
 
 /// A table cell: one line, pipes escaped, control characters shown escaped, bounded.
 fn cell(text: &str) -> String {
@@ -39,19 +39,26 @@ pub fn render(suite: &Suite) -> String {
         let _ =
             writeln!(out, "| {} | **{}** | {:.0} s | {} |", cell(&r.name), r.shown().label(), r.took_s, cell(&finding));
     }
-    let repros: Vec<&str> = suite
+    let failed: Vec<&ScenarioRun> = suite
         .order()
         .into_iter()
         .map(|i| &suite.scenarios[i])
         .filter(|r| matches!(r.shown(), Shown::Fail | Shown::Inconclusive))
-        .map(|r| r.repro.as_str())
         .collect();
-    if !repros.is_empty() {
-        out.push_str("\nRe-run:\n\n```\n");
-        for r in repros {
-            let _ = writeln!(out, "{r}");
+    if !failed.is_empty() {
+        out.push_str("\nReplay exactly (the schedule as executed):\n\n```\n");
+        for r in &failed {
+            let _ = writeln!(out, "{}", r.repro);
         }
         out.push_str("```\n");
+        let reruns: Vec<&str> = failed.iter().map(|r| r.rerun.as_str()).filter(|r| !r.is_empty()).collect();
+        if !reruns.is_empty() {
+            out.push_str("\nOr run the scenario files again (random schedules drawn again):\n\n```\n");
+            for r in reruns {
+                let _ = writeln!(out, "{r}");
+            }
+            out.push_str("```\n");
+        }
     }
     if let Some(c) = &suite.coverage {
         out.push_str("\n### Fault coverage (fault kind x the target's phase when it began)\n\n");

@@ -63,7 +63,8 @@ fn run(name: &str, verdict: Verdict, props: Vec<PropertyResult>, expected: Optio
             metrics: Metrics::default(),
         }),
         error: None,
-        repro: format!("leasequake run scenarios/x/{name}.toml --seed 7"),
+        repro: format!("leasequake repro reports-out/x/01-{name}"),
+        rerun: format!("leasequake run scenarios/x/{name}.toml --seed 7"),
         extended_ms: None,
     }
 }
@@ -78,7 +79,12 @@ fn suite() -> Suite {
         verdict: Verdict::Fail,
         stopped: None,
         scenarios: vec![
-            run("calm", Verdict::Pass, vec![held("no_stale_write")], None),
+            run(
+                "calm",
+                Verdict::Pass,
+                vec![held("no_stale_write"), property("alias_monotonic", PropertyStatus::NotApplicable, vec![])],
+                None,
+            ),
             run(
                 "stale",
                 Verdict::Fail,
@@ -108,12 +114,11 @@ fn runs_are_shown_by_what_happened_failures_first() {
 }
 
 #[test]
-fn junit_fails_violations_passes_expected_failures_and_errors_on_holes() {
+fn junit_fails_violations_skips_expected_failures_and_the_inapplicable_and_errors_on_holes() {
     let x = crate::junit::render(&suite());
-    assert!(
-        x.starts_with("<?xml") && x.contains("<testsuites name=\"leasequake\" tests=\"6\" failures=\"2\" errors=\"1\""),
-        "{x}"
-    );
+    let head =
+        "<testsuites name=\"leasequake\" tests=\"11\" failures=\"2\" errors=\"1\" skipped=\"2\" time=\"60.000\">";
+    assert!(x.starts_with("<?xml") && x.contains(head), "{x}");
     let case = |name: &str| {
         let at = x.find(&format!("<testsuite name=\"{name}\"")).unwrap();
         x[at..].split("</testsuite>").next().unwrap().to_owned()
@@ -122,11 +127,22 @@ fn junit_fails_violations_passes_expected_failures_and_errors_on_holes() {
     assert!(
         case("stale").contains("after n2 had written under fence 2 (seq 1) [faults in effect: #1 pause_node on n1]")
     );
-    assert!(case("stale").contains("repro: leasequake run scenarios/x/stale.toml --seed 7"));
-    assert!(!case("seed-config").contains("<failure") && case("seed-config").contains("expected failure observed"));
+    let failure = case("stale");
+    let (repro, rerun) = (
+        failure.find("repro: leasequake repro reports-out/x/01-stale").unwrap(),
+        failure.find("or: leasequake run scenarios/x/stale.toml --seed 7").unwrap(),
+    );
+    assert!(repro < rerun, "the exact replay first: {failure}");
+    assert!(case("stale").contains("name=\"run\" time=\"12.000\""), "the run's wall time on its case");
+    assert!(case("stale").contains("name=\"no_stale_write\" time=\"0.000\""));
+    assert!(!case("seed-config").contains("<failure"));
+    assert!(case("seed-config").contains("<skipped message=\"expected failure observed: no_stale_write"));
+    assert!(case("calm").contains("<skipped message=\"not applicable: alias_monotonic sentence"));
     assert!(case("missing").contains("<failure message=\"expected no_stale_write to be violated, and it held\""));
     assert!(case("holey").contains("<error message=\"inconclusive\"") && case("holey").contains("observer gap"));
     assert!(!case("calm").contains("<failure") && !case("calm").contains("<error"));
+    assert_eq!(x.matches("<testcase ").count(), 11);
+    assert_eq!(x.matches("<testcase ").count(), x.matches("</testcase>").count());
 }
 
 #[test]
@@ -136,8 +152,12 @@ fn the_markdown_summary_leads_with_failures_and_lists_their_repro_commands() {
     let stale = md.find("| stale |").unwrap();
     let calm = md.find("| calm |").unwrap();
     assert!(stale < calm, "failures first");
-    assert!(md.contains("leasequake run scenarios/x/holey.toml --seed 7"));
-    assert!(!md.contains("leasequake run scenarios/x/calm.toml"), "no repro for a pass");
+    let (repro, rerun) = (
+        md.find("leasequake repro reports-out/x/01-holey").unwrap(),
+        md.find("leasequake run scenarios/x/holey.toml --seed 7").unwrap(),
+    );
+    assert!(repro < rerun, "the exact replay first: {md}");
+    assert!(!md.contains("01-calm") && !md.contains("scenarios/x/calm.toml"), "no repro for a pass");
 }
 
 #[test]

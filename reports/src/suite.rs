@@ -56,8 +56,13 @@ pub struct ScenarioRun {
     pub result: Option<CheckResult>,
     /// Why the run could not start or finish (environment trouble): inconclusive.
     pub error: Option<String>,
-    /// The command that re-runs it.
+    /// The command that replays it exactly (`leasequake repro RUN_DIR`: the schedule as
+    /// executed, the same nodes), as the person who started the run would type it.
     pub repro: String,
+    /// The command that runs its scenario file again with the same seed (a random schedule is
+    /// drawn again; timings differ), second to `repro`. Empty where there is no file.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rerun: String,
     /// How far the run went past its `duration_s`, ms, because the last fault healed late (the
     /// history's snapshot says the same). Absent when it ended as planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]

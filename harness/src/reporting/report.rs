@@ -61,8 +61,14 @@ impl SuiteDir {
         })?;
         let mut versions = std::collections::BTreeMap::new();
         versions.insert("leasequake".to_owned(), env!("CARGO_PKG_VERSION").to_owned());
-        if let Some(commit) = git_commit() {
-            versions.insert("commit".to_owned(), commit);
+        // The harness that judged, and the repository it was started from (a run started in
+        // another project's checkout records that project's commit, named as the caller's).
+        let harness = env!("LEASEQUAKE_COMMIT");
+        if !harness.is_empty() {
+            versions.insert("harness_commit".to_owned(), harness.to_owned());
+        }
+        if let Some(commit) = caller_commit() {
+            versions.insert("caller_commit".to_owned(), commit);
         }
         let suite = Suite {
             schema: SUMMARY_SCHEMA,
@@ -221,8 +227,14 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn git_commit() -> Option<String> {
-    let out = std::process::Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().ok()?;
+/// The commit of the git repository the command was started in, if it is in one (the directory
+/// `scripts/leasequake` was run from: it runs this program at the checkout's root).
+fn caller_commit() -> Option<String> {
+    let mut git = std::process::Command::new("git");
+    if let Some(dir) = std::env::var_os(crate::command_line::CALLER_DIR_ENV).filter(|d| !d.is_empty()) {
+        git.current_dir(dir);
+    }
+    let out = git.args(["rev-parse", "--short=12", "HEAD"]).stderr(std::process::Stdio::null()).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()).filter(|s| !s.is_empty())
 }
 

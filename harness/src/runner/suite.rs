@@ -135,7 +135,7 @@ pub async fn run_loaded(
             };
             let seed = crate::run::seed_for(sc, opts);
             let run = run_one(&mut suite, file, sc, seed, opts, &interrupt, &label).await;
-            print_outcome(&suite, sc, &run, opts);
+            print_outcome(&suite, sc, &run);
         }
     }
     let stopped = interrupt.reason().map(|reason| {
@@ -151,7 +151,7 @@ pub async fn run_loaded(
 }
 
 /// A run's line, and for anything but a pass, the command that replays it.
-fn print_outcome(suite: &SuiteDir, sc: &Scenario, run: &ScenarioRun, opts: &RunOptions) {
+fn print_outcome(suite: &SuiteDir, sc: &Scenario, run: &ScenarioRun) {
     let dir = suite.dir().join(&run.dir);
     println!(
         "{:<13} {:<32} seed {:<20} {}  [{}]",
@@ -162,11 +162,26 @@ fn print_outcome(suite: &SuiteDir, sc: &Scenario, run: &ScenarioRun, opts: &RunO
         dir.display()
     );
     if run.verdict() != leasequake_reports::Verdict::Pass {
-        // A replay runs the same nodes only when told to on its command line.
-        let nodes = opts.node_cmd.as_ref().or(sc.nodes.command.as_ref());
-        let node_cmd = nodes.map(|c| format!(" --node-cmd \"{}\"", c.join(" "))).unwrap_or_default();
-        println!("  repro: leasequake repro {}{node_cmd}   (or, from the scenario file: {})", dir.display(), run.repro);
+        println!("  repro: {}", run.repro);
+        println!("  or, from the scenario file (the schedule drawn again): {}", run.rerun);
     }
+}
+
+/// The exact replay of the run in `dir` and the re-run of its scenario file, as commands a
+/// person runs as printed. A replay runs the same nodes only when told to on its command line.
+fn commands(dir: &Path, file: &Path, sc: &Scenario, seed: u64, opts: &RunOptions) -> (String, String) {
+    let mut repro = vec!["repro".to_owned(), dir.display().to_string()];
+    if let Some(c) = opts.node_cmd.as_ref().or(sc.nodes.command.as_ref()) {
+        repro.extend(["--node-cmd".to_owned(), c.join(" ")]);
+    }
+    let mut rerun = vec!["run".to_owned(), file.display().to_string(), "--seed".to_owned(), seed.to_string()];
+    if let Some(a) = &opts.attach {
+        rerun.extend(["--env".to_owned(), a.run_id.clone()]);
+    }
+    if let Some(c) = &opts.node_cmd {
+        rerun.extend(["--node-cmd".to_owned(), c.join(" ")]);
+    }
+    (crate::command_line::command(repro), crate::command_line::command(rerun))
 }
 
 /// Runs one scenario with `seed` into the suite's next run directory and records it in the suite.
@@ -189,8 +204,7 @@ pub async fn run_one(
     let _ = tick.await;
     opts.progress.clear();
     let _ = std::fs::copy(file, dir.join("scenario.toml"));
-    let env = opts.attach.as_ref().map(|a| format!(" --env {}", a.run_id)).unwrap_or_default();
-    let node_cmd = opts.node_cmd.as_ref().map(|c| format!(" --node-cmd \"{}\"", c.join(" "))).unwrap_or_default();
+    let (repro, rerun) = commands(&dir, file, sc, seed, opts);
     let mut run = ScenarioRun {
         name: sc.name.clone(),
         file: file.display().to_string(),
@@ -202,7 +216,8 @@ pub async fn run_one(
         expected: sc.expected_failure(),
         result: None,
         error: None,
-        repro: format!("leasequake run {} --seed {seed}{env}{node_cmd}", file.display()),
+        repro,
+        rerun,
         extended_ms: None,
     };
     let versions = match outcome {

@@ -186,17 +186,26 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
         println!("but run again from the file, the simulation does not violate {property}: the export lost something");
         return Ok(Exit::Inconclusive);
     }
-    let flaw = req.flaw.as_deref().map_or_else(String::new, |f| format!(" --flaw {f}"));
-    println!(
-        "checked: `leasequake sim --seed {seed} --scenario {} --virtual-s {virtual_s}{flaw}` violates {property}",
-        file.display(),
-    );
+    let file_arg = file.display().to_string();
+    let mut sim = vec!["sim".to_owned(), "--seed".into(), seed.to_string(), "--scenario".into(), file_arg.clone()];
+    sim.extend(["--virtual-s".to_owned(), virtual_s.to_string()]);
+    if let Some(f) = &req.flaw {
+        sim.extend(["--flaw".to_owned(), f.clone()]);
+    }
+    println!("checked: `{}` violates {property}", crate::command_line::command(sim));
+    // The flawed build runs no containers: the checkout's harness does.
+    let run = |extra: &[&str]| {
+        let words =
+            ["run", file_arg.as_str()].into_iter().chain(extra.iter().copied()).map(crate::command_line::quoted);
+        std::iter::once(crate::command_line::harness_program().to_owned()).chain(words).collect::<Vec<_>>().join(" ")
+    };
     match req.flaw.as_deref() {
         Some(f) => {
-            println!("on containers, the flawed node (expect FAIL): leasequake run {} --node-cmd \"target/flawed/debug/leasequake node --flaw {f}\"", file.display());
-            println!("on containers, the correct node (expect PASS): leasequake run {}", file.display());
+            let node = format!("target/flawed/debug/leasequake node --flaw {f}");
+            println!("on containers, the flawed node (expect FAIL): {}", run(&["--node-cmd", &node]));
+            println!("on containers, the correct node (expect PASS): {}", run(&[]));
         }
-        None => println!("on containers (expect XFAIL): leasequake run {}", file.display()),
+        None => println!("on containers (expect XFAIL): {}", run(&[])),
     }
     Ok(Exit::Failed)
 }

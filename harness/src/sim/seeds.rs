@@ -266,18 +266,22 @@ impl Keeper<'_> {
 
     /// The command that replays `seed` exactly.
     fn replay(&self, seed: u64) -> String {
-        let mut line = format!(
-            "leasequake sim --seed {seed} --scenario {} --virtual-s {}",
-            self.req.scenario.display(),
-            self.req.virtual_s
-        );
+        let mut args = vec![
+            "sim".to_owned(),
+            "--seed".to_owned(),
+            seed.to_string(),
+            "--scenario".to_owned(),
+            self.req.scenario.display().to_string(),
+            "--virtual-s".to_owned(),
+            self.req.virtual_s.to_string(),
+        ];
         if let Some(k) = self.req.nodes {
-            line.push_str(&format!(" --nodes {k}"));
+            args.extend(["--nodes".to_owned(), k.to_string()]);
         }
         if let Some(flaw) = &self.req.flaw {
-            line.push_str(&format!(" --flaw {flaw}"));
+            args.extend(["--flaw".to_owned(), flaw.clone()]);
         }
-        line
+        crate::command_line::command(args)
     }
 
     /// Writes the seed's history, verdicts and scenario into the suite's next run directory.
@@ -307,6 +311,7 @@ impl Keeper<'_> {
                 result: Some(run.result.clone()),
                 error: None,
                 repro,
+                rerun: String::new(),
                 extended_ms: None,
             },
             &Default::default(),

@@ -77,6 +77,7 @@ pub fn checker_figures(lines: usize) -> Vec<Figure> {
         result: Some(result),
         error: None,
         repro: String::new(),
+        rerun: String::new(),
         extended_ms: None,
     };
     let suite = leasequake_reports::suite::Suite {

@@ -156,10 +156,17 @@ fn a_missing_expected_failure_fails_with_exit_1_and_a_repro_line() {
     let (code, out, dir) =
         run("expects-stale", "expected = { property = \"no_stale_write\", why = \"shown on purpose\" }\n", "");
     assert_eq!(code, Some(1), "{out}");
-    assert!(
-        out.starts_with("FAIL") && out.contains("repro: leasequake repro ") && out.contains("leasequake run "),
-        "{out}"
-    );
+    let exe = env!("CARGO_BIN_EXE_leasequake");
+    assert!(out.starts_with("FAIL") && out.contains(&format!("repro: {exe} repro ")), "{out}");
+    assert!(out.contains(&format!("from the scenario file (the schedule drawn again): {exe} run ")), "{out}");
+    // The repro line runs as printed, in a shell, from where the user is (here: `dir`), and
+    // fails the same way.
+    let line = out.lines().find_map(|l| l.trim().strip_prefix("repro: ")).unwrap();
+    let again = Command::new("sh").arg("-c").arg(line).current_dir(&dir).output().unwrap();
+    let again_out = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(1), "{again_out}{}", String::from_utf8_lossy(&again.stderr));
+    assert!(again_out.starts_with("FAIL") && again_out.contains("expects-stale"), "{again_out}");
+    assert!(dir.join("reports-out/latest").is_dir(), "the replay's reports where the user ran it");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -60,7 +60,8 @@ fn run(name: &str, dir: &str, error: Option<&str>) -> ScenarioRun {
         expected: None,
         result: None,
         error: error.map(str::to_owned),
-        repro: format!("leasequake run scenarios/{name}.toml --seed 7"),
+        repro: format!("leasequake repro reports-out/x/01-{name}"),
+        rerun: format!("leasequake run scenarios/{name}.toml --seed 7"),
         extended_ms: None,
     }
 }

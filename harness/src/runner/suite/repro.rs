@@ -62,11 +62,10 @@ pub fn recorded(
         (None, Some(c)) if run_recorded_command => Some(c),
         (None, Some(c)) => {
             let c = printable(&c.join(" "));
+            let pass = crate::command_line::command([verb, &dir.display().to_string(), "--node-cmd", &c]);
             return Err(HarnessError::usage(format!(
                 "this run's nodes were started by a recorded command:\n  {c}\n{verb} does not run a command read \
-                 from a file. Pass it yourself:\n  leasequake {verb} {} --node-cmd \"{c}\"\nor confirm the \
-                 recorded one with --run-recorded-command",
-                dir.display(),
+                 from a file. Pass it yourself:\n  {pass}\nor confirm the recorded one with --run-recorded-command",
             )));
         }
         (None, None) => None,
@@ -125,9 +124,9 @@ fn not_a_run_dir(dir: &Path) -> Option<String> {
     let more = runs.len().saturating_sub(SHOWN);
     let listed: Vec<String> = runs.iter().take(SHOWN).map(|r| dir.join(r).display().to_string()).collect();
     Some(format!(
-        "{} is a suite directory; `leasequake repro` replays one of its runs:\n  {}{}",
+        "{} is a suite directory; `repro` replays one of its runs:\n  {}{}",
         dir.display(),
-        listed.join("\n  "),
+        listed.iter().map(|d| crate::command_line::command(["repro", d])).collect::<Vec<_>>().join("\n  "),
         if more > 0 { format!("\n  ... and {more} more") } else { String::new() }
     ))
 }

@@ -143,10 +143,10 @@ fn failed_property(dir: &Path) -> Result<String, HarnessError> {
     match (result.verdict, violated) {
         (Verdict::Inconclusive, _) => Err(HarnessError::usage(format!(
             "{} is INCONCLUSIVE ({}): a violation on a run that cannot be trusted is nothing to shrink; \
-             run it again with `leasequake repro {}`",
+             run it again with `{}`",
             dir.display(),
             result.inconclusive.first().map_or("no reason recorded", String::as_str),
-            dir.display()
+            crate::command_line::command(["repro", &dir.display().to_string()])
         ))),
         (_, Some(p)) => Ok(p.name.clone()),
         (_, None) => Err(HarnessError::usage(format!(
@@ -366,9 +366,12 @@ impl Search {
         }
         let shown = self.best_dir.as_ref().map_or_else(|| from.to_path_buf(), |d| self.suite.dir().join(d));
         println!("wrote {}; its run: {}", file.display(), shown.display());
-        let node_cmd =
-            self.opts.node_cmd.as_ref().map(|c| format!(" --node-cmd \"{}\"", c.join(" "))).unwrap_or_default();
-        println!("run it: leasequake run {} --seed {}{node_cmd}", file.display(), self.rec.seed);
+        let mut args =
+            vec!["run".to_owned(), file.display().to_string(), "--seed".to_owned(), self.rec.seed.to_string()];
+        if let Some(c) = &self.opts.node_cmd {
+            args.extend(["--node-cmd".to_owned(), c.join(" ")]);
+        }
+        println!("run it: {}", crate::command_line::command(args));
         println!("report: {}", page.display());
         Ok(if interrupted { Exit::Inconclusive } else { Exit::Failed })
     }
