@@ -172,10 +172,58 @@ pub enum StoreOp {
 }
 
 impl StoreOp {
+    /// Every op, in the pipeline's order (docs/node-protocol.md lists each by its wire name).
+    pub const ALL: [StoreOp; 6] = [
+        StoreOp::BeginEpoch,
+        StoreOp::CreateCollection,
+        StoreOp::Upsert,
+        StoreOp::SwitchAlias,
+        StoreOp::PersistRecord,
+        StoreOp::DropCollection,
+    ];
+
     /// Whether the op changes the store (everything but `BeginEpoch`, which only issues a fence).
     #[must_use]
     pub fn is_write(self) -> bool {
         self != StoreOp::BeginEpoch
+    }
+}
+
+/// The Redis key holding a tenant's lease: the owner's token, written by `SET NX PX`. The harness
+/// reads it (the observer's GET and PTTL, the stall probe), deletes it (`key_loss`) and follows a
+/// stalled or slowed node by the token in it.
+#[must_use]
+pub fn lease_key(tenant: &str) -> String {
+    format!("leasequake:{{{tenant}}}:lease")
+}
+
+/// The Redis key of a tenant's fence counter (`INCR` on acquire, `fence_source = "redis"`); the
+/// node's alone: the harness never reads it (a restart without persistence empties it).
+#[must_use]
+pub fn fence_key(tenant: &str) -> String {
+    format!("leasequake:{{{tenant}}}:fence")
+}
+
+/// The longest owner token the harness accepts, in bytes.
+pub const TOKEN_MAX_BYTES: usize = 256;
+
+/// Why `token` is no owner token of node `node`, or `None`. A token starts with the node's name and
+/// a slash (the harness tells whose key it is by that prefix), is at most [`TOKEN_MAX_BYTES`]
+/// bytes, has no whitespace or control characters, and is never reused (not checked here).
+#[must_use]
+pub fn token_problem(node: &str, token: &str) -> Option<String> {
+    if token.len() > TOKEN_MAX_BYTES {
+        return Some(format!("a token of {} bytes (at most {TOKEN_MAX_BYTES})", token.len()));
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("a token with whitespace or control characters".into());
+    }
+    match token.strip_prefix(node).and_then(|rest| rest.strip_prefix('/')) {
+        Some(_) => None,
+        None => Some(format!(
+            "token {token:?} does not start with the node's name and a slash (`{node}/`): the harness tells whose \
+             lease key it is by that prefix (docs/node-protocol.md, Redis keys and tokens)"
+        )),
     }
 }
 
@@ -350,6 +398,34 @@ pub enum EventKind {
 }
 
 /// One line of the store's audit log: every request, accepted or rejected, in arrival order.
+impl EventKind {
+    /// The acquisition's token, for the events that carry one.
+    #[must_use]
+    pub fn token(&self) -> Option<&str> {
+        match self {
+            EventKind::Acquired { token, .. }
+            | EventKind::Renewed { token, .. }
+            | EventKind::OwnershipLost { token, .. }
+            | EventKind::CheckpointPassed { token, .. }
+            | EventKind::CheckpointFailed { token, .. }
+            | EventKind::SyncPoint { token, .. }
+            | EventKind::ModelCall { token, .. }
+            | EventKind::StoreCallSent { token, .. }
+            | EventKind::StoreCallAcked { token, .. }
+            | EventKind::StoreCallRejected { token, .. }
+            | EventKind::StoreCallUnknown { token, .. }
+            | EventKind::RoundAborted { token, .. }
+            | EventKind::SyncFinished { token, .. }
+            | EventKind::Released { token, .. } => Some(token),
+            EventKind::Hello { .. }
+            | EventKind::AcquireAttempt
+            | EventKind::AcquireTimedOut { .. }
+            | EventKind::Stopped
+            | EventKind::Error { .. } => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditRecord {

@@ -149,7 +149,7 @@ impl NodeProcess {
             while let Some(line) = lines.next().await {
                 let received_ns = mono_ns();
                 let line = match line {
-                    Ok(l) => parse_event(&l),
+                    Ok(l) => parse_event(&l).and_then(|e| token_rule(&name, e, &l)),
                     Err(e) => Err(Garbage { raw: String::new(), why: e.to_string() }),
                 };
                 if events.send(Received { node: name.clone(), incarnation, received_ns, line }).await.is_err() {
@@ -233,9 +233,32 @@ pub fn parse_event(line: &str) -> Result<NodeEvent, Garbage> {
     Ok(event)
 }
 
+/// An event whose token breaks the token rule (docs/node-protocol.md) is refused as garbage, which
+/// makes the run inconclusive with the reason: the harness follows a node's lease in Redis by its
+/// token's prefix and would otherwise read the node's key as nobody's.
+fn token_rule(node: &str, event: NodeEvent, line: &str) -> Result<NodeEvent, Garbage> {
+    match event.kind.token().and_then(|t| leasequake_reports::history::token_problem(node, t)) {
+        Some(why) => Err(Garbage { raw: line.chars().take(200).collect(), why }),
+        None => Ok(event),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_event;
+    use super::{parse_event, token_rule};
+
+    #[test]
+    fn a_token_that_does_not_name_its_node_is_refused_with_the_rule() {
+        let line = r#"{"mono_ns":1,"round":1,"type":"acquired","token":"lock:5f3a","fence":1}"#;
+        let why = token_rule("n1", parse_event(line).unwrap(), line).unwrap_err().why;
+        assert!(why.contains("`n1/`") && why.contains("docs/node-protocol.md"), "{why}");
+        let line = r#"{"mono_ns":1,"round":1,"type":"acquired","token":"n12/1/0/x","fence":1}"#;
+        assert!(token_rule("n1", parse_event(line).unwrap(), line).is_err(), "n12 is not n1");
+        let line = r#"{"mono_ns":1,"round":1,"type":"acquired","token":"n1/1/0/x","fence":1}"#;
+        assert!(token_rule("n1", parse_event(line).unwrap(), line).is_ok());
+        let line = r#"{"mono_ns":1,"round":1,"type":"stopped"}"#;
+        assert!(token_rule("n1", parse_event(line).unwrap(), line).is_ok(), "no token, nothing to check");
+    }
 
     #[test]
     fn garbage_and_unknown_events_are_refused_with_the_reason() {

@@ -246,10 +246,6 @@ fn tenant_for(env: &Environment) -> String {
     }
 }
 
-fn lease_key(tenant: &str) -> String {
-    format!("leasequake:{{{tenant}}}:lease")
-}
-
 struct Ctx<'a> {
     s: &'a Scenario,
     /// The schedule: the file's faults and the drawn ones.
@@ -305,7 +301,7 @@ impl Ctx<'_> {
             env: self.env,
             proxy: &self.proxy,
             dir: self.dir,
-            key: lease_key(&self.tenant),
+            key: leasequake_reports::history::lease_key(&self.tenant),
             events: &self.events,
         }
     }

@@ -55,3 +55,101 @@ fn every_example_in_the_protocol_doc_is_a_valid_message() {
         assert!(kinds.contains(kind), "docs/node-protocol.md has no example of `{kind}`");
     }
 }
+
+/// Every Redis key name, token rule, `store_call_sent.op` value and event field the harness reads,
+/// taken from the code's own functions, constants and types, is in the doc: a node written from
+/// the doc alone can know them.
+#[test]
+fn the_protocol_doc_names_every_key_token_rule_op_and_event_field_the_harness_reads() {
+    use leasequake_reports::history::{fence_key, lease_key, token_problem, StoreOp, TOKEN_MAX_BYTES};
+    let doc = include_str!("../../../docs/node-protocol.md");
+    for key in [lease_key("<tenant>"), fence_key("<tenant>"), lease_key("t1")] {
+        assert!(doc.contains(&format!("`{key}`")), "docs/node-protocol.md does not name the key {key}");
+    }
+    assert!(doc.contains(&format!("at most {TOKEN_MAX_BYTES} bytes")), "the token length rule");
+    assert!(doc.contains("starts with the node's name and a slash"), "the token prefix rule");
+    // The doc's examples keep the rule they state (every example is node n1's).
+    for e in blocks("event") {
+        let parsed: NodeEvent = serde_json::from_str(&e).unwrap();
+        if let Some(t) = parsed.kind.token() {
+            assert_eq!(token_problem("n1", t), None, "{e}");
+        }
+    }
+    for op in StoreOp::ALL {
+        let wire = serde_json::to_value(op).unwrap();
+        let wire = wire.as_str().unwrap();
+        assert!(doc.contains(&format!("`{wire}`")), "docs/node-protocol.md does not list op `{wire}`");
+    }
+    for (kind, fields) in every_event_with_every_field() {
+        let example = blocks("event")
+            .into_iter()
+            .find(|e| e.contains(&format!("\"type\":\"{kind}\"")))
+            .unwrap_or_else(|| panic!("no example of {kind}"));
+        for field in fields {
+            assert!(example.contains(&format!("\"{field}\":")), "the example of {kind} lacks `{field}`: {example}");
+        }
+    }
+}
+
+/// Each event kind with every field it can carry, optional ones included: a struct literal names
+/// every field (a new field does not compile until it is here), and the exhaustive match names
+/// every kind (a new kind does not compile until it is counted).
+fn every_event_with_every_field() -> Vec<(String, Vec<String>)> {
+    use leasequake_reports::history::{EventKind as K, StoreOp};
+    let t = || "n1/1/0/x".to_owned();
+    let s = || "x".to_owned();
+    let all = [
+        K::Hello { protocol: 2, implementation: s() },
+        K::AcquireAttempt,
+        K::Acquired { token: t(), fence: 1, sent_ns: Some(1) },
+        K::AcquireTimedOut { reason: s() },
+        K::Renewed { token: t(), sent_ns: Some(1) },
+        K::OwnershipLost { token: t(), reason: s(), checkpoint: Some(1) },
+        K::CheckpointPassed { token: t(), number: 1, decided_ns: Some(1) },
+        K::CheckpointFailed { token: t(), number: 1, reason: s() },
+        K::SyncPoint { token: t(), number: 1 },
+        K::ModelCall { token: t(), batch: 0, ms: 1, decided_ns: Some(1) },
+        K::StoreCallSent { token: t(), fence: 1, op: StoreOp::Upsert, call: 1, decided_ns: Some(1) },
+        K::StoreCallAcked { token: t(), call: 1 },
+        K::StoreCallRejected { token: t(), call: 1, reason: s() },
+        K::StoreCallUnknown { token: t(), call: 1, detail: s() },
+        K::RoundAborted { token: t(), lost: true, reason: s() },
+        K::SyncFinished { token: t(), fence: 1, collection: s() },
+        K::Released { token: t(), outcome: s() },
+        K::Stopped,
+        K::Error { message: s() },
+    ];
+    // 19: the arms below; a new kind stops the match compiling, and until it is in `all` the
+    // count of distinct kinds falls short.
+    let counted = |k: &K| match k {
+        K::Hello { .. }
+        | K::AcquireAttempt
+        | K::Acquired { .. }
+        | K::AcquireTimedOut { .. }
+        | K::Renewed { .. }
+        | K::OwnershipLost { .. }
+        | K::CheckpointPassed { .. }
+        | K::CheckpointFailed { .. }
+        | K::SyncPoint { .. }
+        | K::ModelCall { .. }
+        | K::StoreCallSent { .. }
+        | K::StoreCallAcked { .. }
+        | K::StoreCallRejected { .. }
+        | K::StoreCallUnknown { .. }
+        | K::RoundAborted { .. }
+        | K::SyncFinished { .. }
+        | K::Released { .. }
+        | K::Stopped
+        | K::Error { .. } => 1,
+    };
+    let distinct: std::collections::HashSet<_> = all.iter().map(std::mem::discriminant).collect();
+    assert_eq!((all.iter().map(counted).sum::<usize>(), distinct.len()), (19, 19), "every kind once");
+    all.into_iter()
+        .map(|k| {
+            let v = serde_json::to_value(NodeEvent { mono_ns: 1, round: 1, kind: k }).unwrap();
+            let kind = v["type"].as_str().unwrap().to_owned();
+            let fields = v.as_object().unwrap().keys().filter(|f| *f != "type").cloned().collect();
+            (kind, fields)
+        })
+        .collect()
+}

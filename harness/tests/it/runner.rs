@@ -152,6 +152,19 @@ fn node_cmd_runs_the_scenario_with_another_implementation_of_the_node_protocol()
 }
 
 #[test]
+fn a_node_whose_tokens_do_not_name_it_makes_the_run_inconclusive_with_the_rule() {
+    // A node written from docs/node-protocol.md that skipped its token rule: the harness could not
+    // tell whose key it reads, so it says so rather than judge.
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/python-node-venv/bin/python");
+    let node = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python-node/node.py");
+    let cmd = format!("{python} {node} --bug foreign-token");
+    let (code, out, dir) = run_with("foreign-tokens", "", "", &["--node-cmd", &cmd]);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.starts_with("INCONCLUSIVE") && out.contains("does not start with the node's name"), "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn a_missing_expected_failure_fails_with_exit_1_and_a_repro_line() {
     let (code, out, dir) =
         run("expects-stale", "expected = { property = \"no_stale_write\", why = \"shown on purpose\" }\n", "");

@@ -48,6 +48,7 @@ BUGS = {
     "validity-from-reply": "counts its validity from when a reply arrived, not when it was sent",
     "no-deadline": "has no local validity deadline: only checks and renewals end ownership",
     "wall-clock-deadline": "keeps its deadline on the wall clock (time.time()), which NTP can step",
+    "foreign-token": "names its tokens as a lock library might (lock:<nonce>:<seq>), not <node>/...",
 }
 BUG = None
 
@@ -241,6 +242,8 @@ class Node:
         deadline = time.monotonic() + lease["acquire_wait_ms"] / 1000
         while not self.stopped:
             token = "%s/%s/%s/%s" % (self.cfg["node"], self.cfg["incarnation"], self.seq, self.nonce)
+            if BUG == "foreign-token":
+                token = "lock:%s:%s" % (self.nonce, self.seq)
             self.seq += 1
             sent, vsent = now_ns(), deadline_clock_ns()
             try:

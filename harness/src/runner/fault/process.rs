@@ -119,6 +119,7 @@ async fn verify_stalled(w: &World<'_>, node: &str) -> Result<String, String> {
             .map_err(|e| e.to_string())?;
         let mut replies = out.lines().map(str::trim);
         let holder = replies.next().unwrap_or("");
+        unrecognised(w, holder)?;
         let same = stalled.as_deref().is_none_or(|s| s == holder);
         if !holder.starts_with(&prefix) || !same {
             let holder = if holder.is_empty() { "nobody" } else { holder };
@@ -142,6 +143,21 @@ async fn verify_stalled(w: &World<'_>, node: &str) -> Result<String, String> {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     Err(format!("{node} still renews its lease {} ms after the stall ({last})", began.elapsed().as_millis()))
+}
+
+/// A lease key holding a value that names none of the run's nodes (`n1/...`): whose it is cannot
+/// be told, so whether the fault reached the owner cannot either. Said, never read as "nobody".
+fn unrecognised(w: &World<'_>, holder: &str) -> Result<(), String> {
+    let ours = (1..=w.s.nodes.count).any(|i| holder.strip_prefix(&format!("n{i}")).is_some_and(|r| r.starts_with('/')));
+    if holder.is_empty() || ours {
+        return Ok(());
+    }
+    Err(format!(
+        "the lease key {} holds {:?}, which names none of the run's nodes (a token starts with the node's name and \
+         a slash, docs/node-protocol.md): the harness cannot tell whether the fault reached the owner",
+        w.key,
+        leasequake_reports::printable(holder)
+    ))
 }
 
 /// `slow_model`: the node's model calls take longer, verified by its next one.
@@ -180,6 +196,7 @@ pub(super) async fn slow_model(w: &World<'_>, f: &Fault, node: Option<&NodeHandl
     let key = w.key.clone();
     let holder = w.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
     let holder = holder.trim();
+    unrecognised(w, holder)?;
     if holder.starts_with(&format!("{}/", n.node())) {
         return Err(format!(
             "{} holds the lease but made no model call of {} ms or more within {} ms",
