@@ -2,6 +2,7 @@
 
 mod attach;
 mod check_cli;
+mod ci_recipes;
 mod clock_shim;
 mod compose;
 mod demo;
