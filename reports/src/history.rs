@@ -182,6 +182,19 @@ impl StoreOp {
         StoreOp::DropCollection,
     ];
 
+    /// Its name in the history and the node protocol (`persist_record`).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreOp::BeginEpoch => "begin_epoch",
+            StoreOp::CreateCollection => "create_collection",
+            StoreOp::Upsert => "upsert",
+            StoreOp::SwitchAlias => "switch_alias",
+            StoreOp::PersistRecord => "persist_record",
+            StoreOp::DropCollection => "drop_collection",
+        }
+    }
+
     /// Whether the op changes the store (everything but `BeginEpoch`, which only issues a fence).
     #[must_use]
     pub fn is_write(self) -> bool {
@@ -680,6 +693,12 @@ impl FaultKind {
             Self::SlowRedis => "slow_redis",
             Self::LoseReplies => "lose_replies",
         }
+    }
+}
+
+impl std::fmt::Display for StoreOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

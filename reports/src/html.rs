@@ -16,7 +16,18 @@ use crate::PropertyStatus;
 const LEFT: f64 = 150.0;
 const WIDTH: f64 = 1000.0;
 const LANE: f64 = 22.0;
-const PALETTE: [&str; 8] = ["#3b6fd4", "#e07b1a", "#2e9e5b", "#9c4dc4", "#c9a227", "#1aa3b5", "#b5483a", "#6b7b8c"];
+/// Node colours (n1, n2, ...): from the Okabe-Ito colour-blind-safe set and its neighbours, with no
+/// red, no grey and no near-black, which mean outcomes. A node is also named on its lanes and in
+/// its key-holder bars, so nothing rests on colour alone.
+pub(crate) const PALETTE: [&str; 8] =
+    ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#44aa99", "#999933", "#6a3d9a"];
+/// Outcome colours, never a node's: ink (checkpoints, accepted and rejected writes, told apart by
+/// shape: tick, filled square, hollow square), red (a violating write, a loss, a failed check,
+/// a fault window: the bad things, again each its own shape) and light grey (unreachable).
+pub(crate) const INK: &str = "#1d2330";
+pub(crate) const RED: &str = "#d50000";
+pub(crate) const FAULT: &str = "#c62828";
+pub(crate) const UNREACHABLE: &str = "#d0d5dc";
 
 const STYLE: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2330;max-width:1260px}
@@ -26,10 +37,11 @@ h3{font-size:14px;margin:18px 0 6px}
 th{font-weight:600;color:#3b4250} .num{text-align:right;font-variant-numeric:tabular-nums}
 .b{display:inline-block;min-width:92px;text-align:center;padding:1px 6px;border-radius:4px;font-weight:700;font-size:12px;color:#fff}
 .FAIL{background:#c62828}.INCONCLUSIVE{background:#8d6e00}.XFAIL{background:#6a4fb3}.PASS{background:#2e7d32}
-.counts span{margin-right:14px} pre{background:#f4f6f9;padding:8px 10px;overflow-x:auto;font-size:12px;border-radius:4px}
+.counts span{margin-right:14px} pre{background:#f4f6f9;padding:8px 10px;font-size:12px;border-radius:4px;white-space:pre-wrap;overflow-wrap:anywhere}
+.tl{overflow-x:auto} .tl svg{display:block;width:100%;min-width:640px;height:auto}
 .viol{border-left:4px solid #c62828;padding:4px 12px;margin:10px 0;background:#fff5f5}
 .held{color:#2e7d32}.violated{color:#c62828;font-weight:700}.inconclusive{color:#8d6e00}.not_applicable{color:#7a8290}
-svg text{font:11px system-ui,sans-serif} .legend span{margin-right:14px;white-space:nowrap} .sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px}
+svg text{font:12px system-ui,sans-serif} .legend span{margin-right:14px;white-space:nowrap} .sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px}
 "#;
 
 /// One mark column: a pixel bucket in a lane.
@@ -149,14 +161,15 @@ fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<Hist
     }
     // The offending write of each violation: the one that arrived last (the stale write after the
     // newer one; the second of two writes under one fence). The others are its context.
-    let evidence_seqs: BTreeSet<u64> = r
-        .result
-        .iter()
-        .flat_map(|res| res.properties.iter())
-        .filter(|p| p.status == PropertyStatus::Violated)
-        .flat_map(|p| p.violations.iter())
-        .filter_map(|v| v.evidence.iter().filter_map(|e| e.seq).max())
-        .collect();
+    // Numbered as the violations below are (`v{i}-{k}`), so each mark links to its own; a write
+    // that offends twice links to the first.
+    let mut evidence_seqs: BTreeMap<u64, usize> = BTreeMap::new();
+    let shown = r.result.iter().flat_map(|res| res.properties.iter()).filter(|p| p.status == PropertyStatus::Violated);
+    for (k, v) in shown.flat_map(|p| p.violations.iter()).enumerate() {
+        if let Some(seq) = v.evidence.iter().filter_map(|e| e.seq).max() {
+            evidence_seqs.entry(seq).or_insert(k);
+        }
+    }
     if let Some(h) = history {
         timeline(o, i, r, h, &evidence_seqs);
     } else {
@@ -326,19 +339,20 @@ fn node_colour(node: &str) -> &'static str {
     PALETTE[n.saturating_sub(1) % PALETTE.len()]
 }
 
-/// One mark per environment event on its lane (centred at `mid`): a Sentinel's announcement in
-/// grey, a container or proxy change in orange, each titled with what changed and who saw it.
+/// One mark per environment event on its lane (centred at `mid`): a Sentinel's announcement a
+/// hollow ring, a container or proxy change a filled dot (ink: no node's colour), each titled with
+/// what changed and who saw it.
 fn environment_marks(o: &mut String, h: &[HistoryLine], mid: f64, at: impl Fn(u64) -> (f64, f64)) {
     for l in h {
         let HistoryLine::Environment(e) = l else { continue };
         let (xe, t) = at(e.at_ns);
         let fill = match e.change {
-            EnvChange::Sentinel | EnvChange::SwitchMaster => "#6b7b8c",
-            _ => "#e65100",
+            EnvChange::Sentinel | EnvChange::SwitchMaster => "#fff",
+            _ => INK,
         };
         let _ = write!(
             o,
-            "<circle cx=\"{xe:.1}\" cy=\"{mid:.1}\" r=\"4\" fill=\"{fill}\"><title>{t:.2} s, {} saw {}: {}</title></circle>",
+            "<circle cx=\"{xe:.1}\" cy=\"{mid:.1}\" r=\"4\" fill=\"{fill}\" stroke=\"{INK}\"><title>{t:.2} s, {} saw {}: {}</title></circle>",
             esc(&e.source),
             esc(&e.subject),
             esc(&e.detail)
@@ -352,7 +366,8 @@ fn token_node(token: &str) -> &str {
 }
 
 #[allow(clippy::too_many_lines)]
-fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violating: &BTreeSet<u64>) {
+/// `violating`: the offending write's audit seq -> the index of its violation on the page.
+fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violating: &BTreeMap<u64, usize>) {
     let t0 = start_ns(h);
     let end = h
         .iter()
@@ -402,7 +417,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
     let y = |lane: usize| top + lane as f64 * LANE;
     let _ = write!(
         o,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0}\" height=\"{height:.0}\" role=\"img\" aria-label=\"timeline of {}\">",
+        "<div class=\"tl\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {:.0} {height:.0}\" preserveAspectRatio=\"xMinYMin meet\" role=\"img\" aria-label=\"timeline of {}\">",
         LEFT + WIDTH + 20.0,
         esc(&r.name)
     );
@@ -464,7 +479,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
             .unwrap_or_default();
         let _ = write!(
             o,
-            "<g><title>fault #{id} {} on {}{effect}: {}</title><rect x=\"{x1:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#c62828\" fill-opacity=\"0.08\" stroke=\"#c62828\" stroke-opacity=\"0.35\" stroke-dasharray=\"3 2\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#8e1c1c\">#{id} {} {}</text></g>",
+            "<g><title>fault #{id} {} on {}{effect}: {}</title><rect x=\"{x1:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{FAULT}\" fill-opacity=\"0.08\" stroke=\"{FAULT}\" stroke-opacity=\"0.35\" stroke-dasharray=\"3 2\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#8e1c1c\">#{id} {} {}</text></g>",
             esc(fault),
             esc(target),
             esc(detail),
@@ -487,7 +502,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
                 return;
             }
             let (fill, what) = match (holder, error) {
-                (_, true) => ("#9aa3ad", "unreachable".to_owned()),
+                (_, true) => (UNREACHABLE, "unreachable".to_owned()),
                 (Some(t), _) => (node_colour(token_node(t)), format!("key held by {t}")),
                 (None, _) => return,
             };
@@ -502,6 +517,16 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
                 to.saturating_sub(t0) as f64 / 1e9,
                 esc(&what)
             );
+            // The holder named where there is room: colour is never the only clue.
+            if let (Some(t), false, true) = (holder, error, x2 - x1 >= 24.0) {
+                let _ = write!(
+                    o,
+                    "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#fff\" font-weight=\"700\">{}</text>",
+                    x1 + 3.0,
+                    y(lane) + 15.0,
+                    esc(token_node(t))
+                );
+            }
         };
         for l in h {
             let HistoryLine::Observer(sample) = l else { continue };
@@ -587,7 +612,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
                     continue;
                 }
                 let t = a.mono_ns.saturating_sub(t0) as f64 / 1e9;
-                let class = if violating.contains(&a.seq) {
+                let class = if violating.contains_key(&a.seq) {
                     "violating"
                 } else if a.accepted {
                     "accepted"
@@ -596,7 +621,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
                 };
                 let title = || {
                     format!(
-                        "{} {:?} fence {} seq {} at {t:.2} s: {}{}",
+                        "{} {} fence {} seq {} at {t:.2} s: {}{}",
                         a.node,
                         a.op,
                         a.fence,
@@ -606,8 +631,8 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
                     )
                 };
                 marks.add(lane + 1, x(a.mono_ns), class, title);
-                if class == "violating" {
-                    violations_marks.push((lane + 1, x(a.mono_ns), title()));
+                if let Some(&v) = violating.get(&a.seq) {
+                    violations_marks.push((lane + 1, x(a.mono_ns), title(), v));
                 }
             }
             _ => {}
@@ -657,18 +682,20 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
         let title = if *count > 1 { format!("{count} marks here; first: {title}") } else { title.clone() };
         let yl = y(*lane);
         let shape = match *class {
-            "ckpt" => format!("<rect x=\"{px}\" y=\"{:.1}\" width=\"1\" height=\"8\" fill=\"#5b6472\">", yl + 3.0),
-            "ckfail" => {
-                format!("<rect x=\"{}\" y=\"{:.1}\" width=\"3\" height=\"10\" fill=\"#c62828\">", px - 1, yl + 2.0)
-            }
+            "ckpt" => format!("<rect x=\"{px}\" y=\"{:.1}\" width=\"1\" height=\"8\" fill=\"{INK}\">", yl + 2.0),
+            "ckfail" => format!("<rect x=\"{}\" y=\"{:.1}\" width=\"3\" height=\"10\" fill=\"{RED}\">", px - 1, yl + 1.0),
             "lost" => format!(
-                "<path d=\"M{} {:.1} l8 8 m0 -8 l-8 8\" stroke=\"#c62828\" stroke-width=\"2.2\">",
+                "<path d=\"M{} {:.1} l8 8 m0 -8 l-8 8\" stroke=\"{RED}\" stroke-width=\"2.2\">",
                 px - 4,
                 yl + 7.0
             ),
-            "accepted" => format!("<rect x=\"{px}\" y=\"{:.1}\" width=\"2\" height=\"9\" fill=\"#2e7d32\">", yl + 11.0),
-            "rejected" => format!("<rect x=\"{px}\" y=\"{:.1}\" width=\"3\" height=\"9\" fill=\"#e07b1a\">", yl + 11.0),
-            _ => format!("<circle cx=\"{px}\" cy=\"{:.1}\" r=\"5\" fill=\"#c62828\" stroke=\"#fff\">", yl + 15.0),
+            "accepted" => format!("<rect x=\"{}\" y=\"{:.1}\" width=\"5\" height=\"5\" fill=\"{INK}\">", px - 2, yl + 13.0),
+            "rejected" => format!(
+                "<rect x=\"{}\" y=\"{:.1}\" width=\"5\" height=\"5\" fill=\"#fff\" stroke=\"{INK}\" stroke-width=\"1.2\">",
+                px - 2,
+                yl + 13.0
+            ),
+            _ => format!("<circle cx=\"{px}\" cy=\"{:.1}\" r=\"5\" fill=\"{RED}\" stroke=\"#fff\">", yl + 15.0),
         };
         let close = if shape.starts_with("<circle") {
             "</circle>"
@@ -680,17 +707,17 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
         let _ = write!(o, "{shape}<title>{}</title>{close}", esc(&title));
     }
     // Violations stand out and link to their evidence.
-    for (k, (lane, px, title)) in violations_marks.iter().enumerate().take(50) {
+    for (k, (lane, px, title, v)) in violations_marks.iter().enumerate().take(50) {
         let _ = write!(
             o,
-            "<a href=\"#v{i}-0\"><circle cx=\"{px:.1}\" cy=\"{:.1}\" r=\"7\" fill=\"none\" stroke=\"#c62828\" stroke-width=\"2\"><title>violation {}: {}</title></circle></a>",
+            "<a href=\"#v{i}-{v}\"><circle cx=\"{px:.1}\" cy=\"{:.1}\" r=\"7\" fill=\"none\" stroke=\"{RED}\" stroke-width=\"2\"><title>violation {}: {}</title></circle></a>",
             y(*lane) + 15.0,
             k + 1,
             esc(title)
         );
     }
-    o.push_str("</svg>");
+    o.push_str("</svg></div>");
     o.push_str(
-        "<div class=\"legend meta\"><span><i class=\"sw\" style=\"background:#c6282822;border:1px dashed #c62828\"></i>fault window</span><span><i class=\"sw\" style=\"background:#3b6fd4\"></i>key holder / believed owner (colour per node)</span><span><i class=\"sw\" style=\"background:#9aa3ad\"></i>instance unreachable</span><span>&#9670; role change</span><span><i class=\"sw\" style=\"background:#5b6472;width:2px\"></i>checkpoint</span><span><i class=\"sw\" style=\"background:#2e7d32\"></i>write accepted</span><span><i class=\"sw\" style=\"background:#e07b1a\"></i>write rejected (fence)</span><span><i class=\"sw\" style=\"background:#c62828;border-radius:5px\"></i>violating write</span><span style=\"color:#c62828\">&#10005;</span> loss</div>",
+        "<div class=\"legend meta\"><span><i class=\"sw\" style=\"background:#c6282814;border:1px dashed #c62828\"></i>fault window</span><span><i class=\"sw\" style=\"background:#0072b2\"></i>key holder / believed owner (colour per node, named where it fits)</span><span><i class=\"sw\" style=\"background:#d0d5dc\"></i>instance unreachable</span><span>&#9670; role change</span><span><i class=\"sw\" style=\"background:#1d2330;width:1px\"></i>checkpoint</span><span><i class=\"sw\" style=\"background:#1d2330;width:6px;height:6px\"></i>write accepted</span><span><i class=\"sw\" style=\"background:#fff;border:1px solid #1d2330;width:5px;height:5px\"></i>write rejected (fence)</span><span><i class=\"sw\" style=\"background:#d50000;border-radius:5px\"></i>violating write (links to its violation)</span><span><i class=\"sw\" style=\"background:#d50000;width:3px\"></i>check failed</span><span style=\"color:#d50000\">&#10005;</span> loss</div>",
     );
 }

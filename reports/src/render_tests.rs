@@ -22,14 +22,14 @@ fn property(name: &str, status: PropertyStatus, violations: Vec<Violation>) -> P
 
 fn stale_write() -> Violation {
     Violation {
-        summary: "n1 wrote PersistRecord under fence 1 (seq 5) after n2 had written under fence 2 (seq 1)".into(),
+        summary: "n1 wrote persist_record under fence 1 (seq 5) after n2 had written under fence 2 (seq 1)".into(),
         evidence: vec![Evidence {
             label: "stale write".into(),
             seq: Some(5),
             node: "n1".into(),
             token: "n1/1/0/aa".into(),
             fence: 1,
-            what: "PersistRecord".into(),
+            what: "persist_record".into(),
             at_ns: 3_010_000_000,
         }],
         faults_active: vec!["#1 pause_node on n1".into()],
@@ -187,7 +187,7 @@ fn the_page_draws_the_violation_quotes_its_history_and_escapes_everything() {
     }
     // The stale write is a violating mark on n1's lane, linked to its evidence, which quotes the
     // history line of seq 5.
-    assert!(page.contains("violation 1: n1 PersistRecord fence 1 seq 5"), "violating mark");
+    assert!(page.contains("violation 1: n1 persist_record fence 1 seq 5"), "violating mark");
     assert!(page.contains("id=\"v1-0\""), "the evidence block of the failing scenario");
     assert!(page.contains("&quot;seq&quot;:5"), "the history line is quoted");
     assert!(page.contains("fault #1 pause on n1 (in effect after 1.0 ms)"), "the fault window is labelled");
@@ -282,4 +282,67 @@ fn the_coverage_table_shows_every_kind_and_phase_and_what_fell_where() {
     assert!(page.contains("id=\"coverage\"") && page.contains("<td class=\"num\">3/1</td>"));
     s.coverage = None;
     assert!(!crate::markdown::render(&s).contains("Fault coverage"));
+}
+
+#[test]
+fn node_colours_never_look_like_an_outcome_colour() {
+    use crate::html::{FAULT, INK, PALETTE, RED, UNREACHABLE};
+    let rgb = |h: &str| [1, 3, 5].map(|i| f64::from(u8::from_str_radix(&h[i..i + 2], 16).unwrap()));
+    let distance = |a: &str, b: &str| rgb(a).iter().zip(rgb(b)).map(|(x, y)| (x - y).powi(2)).sum::<f64>().sqrt();
+    for node in PALETTE {
+        for outcome in [INK, RED, FAULT, UNREACHABLE] {
+            assert!(distance(node, outcome) >= 100.0, "node colour {node} is too close to outcome colour {outcome}");
+        }
+    }
+    // The page draws writes in outcome colours only, told apart by shape.
+    let page = crate::html::render(&suite(), &[Some(example_history()), None, None, None, None]);
+    for node in PALETTE {
+        let drawn_as_write = page
+            .split("<rect")
+            .map(|r| r.split('>').next().unwrap_or(""))
+            .filter(|r| r.contains("width=\"5\" height=\"5\""))
+            .any(|r| r.contains(node));
+        assert!(!drawn_as_write, "a write mark in node colour {node}");
+    }
+    assert!(page.contains(&format!("width=\"5\" height=\"5\" fill=\"{INK}\"")), "an accepted write is an ink square");
+}
+
+#[test]
+fn every_violation_mark_links_to_its_own_violation() {
+    let mut s = suite();
+    let mut second = stale_write();
+    second.summary = "n2 wrote create_collection twice (seq 1)".into();
+    second.evidence[0].seq = Some(1);
+    second.evidence[0].node = "n2".into();
+    s.scenarios[1].result.as_mut().unwrap().properties.push(property(
+        "fence_anomaly",
+        PropertyStatus::Violated,
+        vec![second],
+    ));
+    let page = crate::html::render(&s, &[None, Some(example_history()), None, None, None]);
+    let link = |v: &str, seq: u64| {
+        let at = page.find(&format!("<a href=\"#v1-{v}\">")).unwrap_or_else(|| panic!("no link to v1-{v}"));
+        page[at..].split("</a>").next().unwrap().contains(&format!(" seq {seq} at "))
+    };
+    assert!(link("0", 5) && link("1", 1), "mark of seq 5 -> violation 0, of seq 1 -> violation 1");
+    assert!(page.contains("id=\"v1-0\"") && page.contains("id=\"v1-1\""));
+}
+
+#[test]
+fn the_page_scales_to_its_width_names_ops_as_the_history_does_and_wraps_long_lines() {
+    let page = crate::html::render(&suite(), &[Some(example_history()), Some(example_history()), None, None, None]);
+    assert!(
+        page.contains("<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 1170 "),
+        "a viewBox, no fixed width"
+    );
+    assert!(!page.contains("<svg xmlns=\"http://www.w3.org/2000/svg\" width="));
+    assert!(page.contains(".tl svg{display:block;width:100%"));
+    assert!(page.contains("white-space:pre-wrap;overflow-wrap:anywhere"), "excerpts wrap, never cut");
+    for rust_name in ["PersistRecord", "CreateCollection", "SwitchAlias", "BeginEpoch", "DropCollection", "Upsert "] {
+        assert!(!page.contains(rust_name), "the page says {rust_name}, the history does not");
+    }
+    assert!(page.contains("n2 create_collection fence 2 seq 1"));
+    for op in crate::history::StoreOp::ALL {
+        assert_eq!(serde_json::to_value(op).unwrap(), op.name(), "{op:?} is named as the history names it");
+    }
 }

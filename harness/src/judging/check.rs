@@ -75,7 +75,7 @@ fn evidence(label: &str, r: &AuditRecord) -> Evidence {
         node: r.node.clone(),
         token: r.token.clone(),
         fence: r.fence,
-        what: format!("{:?}", r.op),
+        what: r.op.to_string(),
         at_ns: r.mono_ns,
     }
 }
@@ -286,7 +286,7 @@ fn fencing(audit: &[&AuditRecord], faults: &Faults) -> (PropertyResult, Property
         if let Some(n) = newest.filter(|n| r.fence < n.fence) {
             stale.violate(|| Violation {
                 summary: format!(
-                    "{} wrote {:?} under fence {} (seq {}) after {} had written under fence {} (seq {})",
+                    "{} wrote {} under fence {} (seq {}) after {} had written under fence {} (seq {})",
                     r.node, r.op, r.fence, r.seq, n.node, n.fence, n.seq
                 ),
                 evidence: vec![evidence("newer write", n), evidence("stale write", r)],
@@ -477,7 +477,7 @@ fn single_writer(audit: &[&AuditRecord], faults: &Faults) -> PropertyResult {
                 if let Some(b) = builder.get(c).filter(|b| b.token != r.token) {
                     judge.violate(|| Violation {
                         summary: format!(
-                            "collection {c}, built by {} (fence {}), got {:?} from {} (fence {})",
+                            "collection {c}, built by {} (fence {}), got {} from {} (fence {})",
                             b.node, b.fence, r.op, r.node, r.fence
                         ),
                         evidence: vec![evidence("builder", b), evidence("second writer", r)],

@@ -1024,7 +1024,7 @@ fn validate_target(s: &Scenario, i: usize, f: &Fault) -> Result<(), (String, Str
         (None, true) => {
             return bad(
                 &field("target"),
-                format!("{:?} needs a target: a node (n1..n{}) or owner / non-owner", f.kind, s.nodes.count),
+                format!("{} needs a target: a node (n1..n{}) or owner / non-owner", f.kind, s.nodes.count),
             )
         }
         (Some(t), true) => {

@@ -333,7 +333,7 @@ fn a_pause_triggered_right_after_checkpoint_7_lets_a_stale_write_land_without_fe
     });
     assert!(fired.is_some_and(|d| d.contains("checkpoint-7")), "the pause fired on the trigger");
     let page = std::fs::read_to_string(run_dir.parent().unwrap().join("report.html")).unwrap();
-    assert!(page.contains("violation 1: ") && page.contains("PersistRecord"), "the stale write is on the timeline");
+    assert!(page.contains("violation 1: ") && page.contains("persist_record"), "the stale write is on the timeline");
     // The repro waits for the same event on the same node: a replay at the recorded time alone
     // would miss the microseconds between checkpoint 7 and the persist, and the stale write.
     let (replay, second) = repro(&run_dir, &dir);
