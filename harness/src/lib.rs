@@ -21,6 +21,7 @@ pub mod command_line;
 mod environment;
 pub mod error;
 pub mod exit;
+pub mod json_output;
 mod judging;
 mod nodes;
 mod recording;

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use leasequake::demo::{self, DemoConfig};
 use leasequake::error::HarnessError;
 use leasequake::exit::Exit;
+use leasequake::json_output::JsonOut;
 use leasequake::local_redis::LocalRedis;
 use leasequake::{selftest, suite};
 use leasequake_reports::escaped;
@@ -111,6 +112,10 @@ enum Command {
         /// absent). CI runs ten; the nightly runs all.
         #[arg(long, value_parser = clap::value_parser!(u32).range(0..=64))]
         found_limit: Option<u32>,
+        /// Print one JSON document on stdout for scripts (the suite's summary.json with the self-test's rows); what a
+        /// person reads goes to stderr.
+        #[arg(long)]
+        json: bool,
     },
     /// Run seeds in the deterministic simulation (docs/sim.md): the lease's and the reference
     /// node's real code on virtual time, model Redis and store, one seed deciding everything; a
@@ -123,6 +128,10 @@ enum Command {
     List {
         /// Scenario files or directories (default: scenarios/).
         paths: Vec<std::path::PathBuf>,
+        /// Print one JSON document on stdout: every scenario with its file, name, description,
+        /// faults and expected failure, or its error.
+        #[arg(long)]
+        json: bool,
     },
     /// Check the Docker engine, the address pool, the images, leftovers and tools; say what to fix.
     Doctor,
@@ -142,6 +151,9 @@ enum Command {
     Check {
         /// The run directory.
         dir: std::path::PathBuf,
+        /// Print the verdicts (as verdicts.json) as one JSON document on stdout.
+        #[arg(long)]
+        json: bool,
     },
     /// Run as a node: the reference tenant-sync job, speaking the node protocol on stdin/stdout.
     Node {
@@ -292,6 +304,10 @@ struct RunArgs {
     /// Where run directories go.
     #[arg(long, default_value = "reports-out")]
     report_dir: std::path::PathBuf,
+    /// Print one JSON document on stdout for scripts (the suite's summary.json, with
+    /// `suite_dir`); what a person reads goes to stderr.
+    #[arg(long)]
+    json: bool,
     /// Run each scenario N times (a fresh random seed each time, unless a seed is fixed).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     repeat: u32,
@@ -421,7 +437,11 @@ fn main() -> ExitCode {
         use tracing_subscriber::Layer;
         let terminal = tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            // Colour only on a terminal, and never when NO_COLOR is set (no-color.org).
+            .with_ansi(
+                std::io::IsTerminal::is_terminal(&std::io::stderr())
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            )
             .with_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()));
         let run_log = tracing_subscriber::fmt::layer()
             .with_writer(leasequake::runlog::RunLog)
@@ -437,13 +457,42 @@ fn main() -> ExitCode {
             return ExitCode::from(Exit::Inconclusive.code());
         }
     };
-    let exit = match runtime.block_on(dispatch(cli.command)) {
-        Ok(exit) => exit,
+    // `run --json`, `selftest --json`, `check --json`: stdout points at stderr until the
+    // document (the suite's summary, the run's verdicts) is written.
+    let (json, verdicts_of) = match &cli.command {
+        Command::Run(a) => (a.json, None),
+        Command::Selftest { json, .. } => (*json, None),
+        Command::Check { json, dir } => (*json, Some(dir.join(leasequake::history::VERDICTS_FILE))),
+        _ => (false, None),
+    };
+    let out = match json.then(JsonOut::begin).transpose() {
+        Ok(out) => out,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            e.downcast_ref::<HarnessError>().map_or(Exit::Inconclusive, Exit::of_error)
+            eprintln!("error: --json: cannot set stdout aside: {e}");
+            return ExitCode::from(Exit::Inconclusive.code());
         }
     };
+    let (exit, error) = match runtime.block_on(dispatch(cli.command)) {
+        Ok(exit) => (exit, None),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            (e.downcast_ref::<HarnessError>().map_or(Exit::Inconclusive, Exit::of_error), Some(format!("{e:#}")))
+        }
+    };
+    if let Some(out) = out {
+        let written = match verdicts_of {
+            Some(file) => Some(leasequake::json_output::file_document(&file)),
+            None => leasequake::report::last_written().map(|d| leasequake::json_output::suite_document(&d)),
+        };
+        let doc = match (error, written) {
+            (None, Some(Ok(doc))) => doc,
+            (None, Some(Err(e))) | (Some(e), _) => serde_json::json!({ "error": e, "exit": exit.code() }),
+            (None, None) => serde_json::json!({ "error": "no suite was written", "exit": exit.code() }),
+        };
+        if let Err(e) = out.emit(&doc) {
+            eprintln!("error: --json: cannot write the document: {e}");
+        }
+    }
     // A node's stdin reader sits on a blocking thread that never returns by itself.
     runtime.shutdown_timeout(Duration::from_millis(200));
     ExitCode::from(exit.code())
@@ -508,7 +557,16 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
         }
         Command::Run(args) => run_command(args).await,
         Command::Bench { samples, out, checker_only, suite } => bench_command(samples, out, checker_only, suite).await,
-        Command::Selftest { report_dir, seeds, first_seed, entries, flawed_node, max_duration, found_limit } => {
+        Command::Selftest {
+            report_dir,
+            seeds,
+            first_seed,
+            entries,
+            flawed_node,
+            max_duration,
+            found_limit,
+            json: _,
+        } => {
             let req = selftest::Request {
                 report_dir,
                 seeds,
@@ -526,10 +584,10 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
             Ok(suite::shrink::run(req).await?)
         }
         Command::Sim(args) => sim_command(args).await,
-        Command::List { paths } => list_command(paths).await,
+        Command::List { paths, json } => list_command(paths, json).await,
         Command::Doctor => doctor_command().await,
         Command::Clean { images } => clean_command(images).await,
-        Command::Check { dir } => check_command(dir).await,
+        Command::Check { dir, json: _ } => check_command(dir).await,
         Command::Node { flaw } => node_command(flaw).await,
         Command::VectorStore { listen, policy, audit_file } => vector_store_command(listen, policy, audit_file).await,
         Command::Images { action: ImagesAction::Build } => {
@@ -611,6 +669,7 @@ async fn run_command(args: RunArgs) -> anyhow::Result<Exit> {
         redis_password_file,
         shard,
         parallel,
+        json: _,
     } = args;
     let attach = env_id.map(|id| (id, redis_password_file));
     let req = suite::Request { paths, report_dir, seed, repeat, max_duration, node_cmd, attach, shard, parallel };
@@ -685,22 +744,41 @@ async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
     Ok(tokio::task::spawn_blocking(move || leasequake::sim::seeds::run(&req, &stop)).await??)
 }
 
-async fn list_command(paths: Vec<std::path::PathBuf>) -> anyhow::Result<Exit> {
+async fn list_command(paths: Vec<std::path::PathBuf>, json: bool) -> anyhow::Result<Exit> {
     let paths = if paths.is_empty() { vec![std::path::PathBuf::from("scenarios")] } else { paths };
     let files = leasequake::scenario::discover(&paths);
     if files.is_empty() {
         eprintln!("no scenario files (*.toml) under {paths:?}");
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({ "error": format!("no scenario files (*.toml) under {paths:?}"), "exit": 2 })
+            );
+        }
         return Ok(Exit::Usage);
     }
     let mut bad = 0;
+    let mut doc = Vec::new();
     for f in files {
         match leasequake::scenario::load(&f) {
+            Ok(s) if json => doc.push(serde_json::json!({
+                "file": f.display().to_string(),
+                "name": s.name,
+                "description": s.description,
+                "faults": s.faults.len(),
+                "random": s.random.is_some(),
+                "expected": s.expected_failure(),
+            })),
             Ok(s) => println!("{:<32} {}", s.name, escaped(&s.description)),
             Err(e) => {
                 eprintln!("error: {e}");
+                doc.push(serde_json::json!({ "file": f.display().to_string(), "error": e.to_string() }));
                 bad += 1;
             }
         }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     }
     Ok(if bad == 0 { Exit::Passed } else { Exit::Usage })
 }

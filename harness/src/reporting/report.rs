@@ -36,6 +36,15 @@ pub fn today() -> String {
     utc(now).chars().take(10).collect()
 }
 
+/// The suite directory this process wrote last (`--json` prints its summary).
+static LAST_WRITTEN: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// The suite directory this process wrote last, if any.
+#[must_use]
+pub fn last_written() -> Option<PathBuf> {
+    LAST_WRITTEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+}
+
 /// A suite being run: its directory and the scenario runs so far.
 #[derive(Debug)]
 pub struct SuiteDir {
@@ -157,6 +166,7 @@ impl SuiteDir {
         let page = self.dir.join("report.html");
         write_atomically(&page, leasequake_reports::html::render(&self.suite, &histories).as_bytes())?;
         self.link_latest();
+        *LAST_WRITTEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(self.dir.clone());
         Ok(page)
     }
 

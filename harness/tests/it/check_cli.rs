@@ -91,3 +91,31 @@ fn a_sealed_history_keeps_its_verdict_through_crlf_and_loses_it_to_an_edit() {
     let (_, stdout, _) = run_check(&example());
     assert!(stdout.contains("note: history version 2 carries no seal"), "{stdout}");
 }
+
+/// `--json` for scripts: stdout is one JSON document and nothing else; the lines a person reads go
+/// to stderr; an error is a document too.
+#[test]
+fn json_puts_one_document_on_stdout_and_the_person_s_lines_on_stderr() {
+    let dir = std::env::temp_dir().join(format!("leasequake-check-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("history.jsonl"), example()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("check").arg(&dir).arg("--json").output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!((out.status.code(), doc["verdict"].as_str()), (Some(1), Some("fail")));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("verdict: FAIL"), "the person's lines on stderr");
+    let missing = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("check")
+        .arg(dir.join("none"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&missing.stdout).expect("an error is a document too");
+    assert_eq!((missing.status.code(), doc["exit"].as_i64()), (Some(2), Some(2)));
+    assert!(doc["error"].as_str().unwrap().contains("not a directory"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let scenarios = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/smoke");
+    let list = Command::new(env!("CARGO_BIN_EXE_leasequake")).args(["list", scenarios, "--json"]).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&list.stdout).expect("list --json is one document");
+    let names: Vec<&str> = doc.as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
+    assert!(names.contains(&"no-faults") && list.status.success(), "{names:?}");
+}

@@ -165,6 +165,28 @@ fn a_node_whose_tokens_do_not_name_it_makes_the_run_inconclusive_with_the_rule()
 }
 
 #[test]
+fn run_json_puts_the_suite_summary_on_stdout_and_the_result_lines_on_stderr() {
+    let (file, dir) = scenario("json-run", "", "");
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("run")
+        .arg(&file)
+        .arg("--report-dir")
+        .arg(dir.join("reports"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("stdout is no JSON document ({e}): {err}"));
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!((doc["verdict"].as_str(), doc["scenarios"][0]["name"].as_str()), (Some("pass"), Some("json-run")));
+    let suite = std::path::PathBuf::from(doc["suite_dir"].as_str().unwrap());
+    assert!(suite.join("summary.json").is_file() && suite.starts_with(dir.join("reports")));
+    assert!(err.contains("PASS") && err.contains("report: "), "the person's lines went to stderr: {err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn a_missing_expected_failure_fails_with_exit_1_and_a_repro_line() {
     let (code, out, dir) =
         run("expects-stale", "expected = { property = \"no_stale_write\", why = \"shown on purpose\" }\n", "");

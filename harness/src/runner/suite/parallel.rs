@@ -1,9 +1,10 @@
-//! `run --parallel N`: N child runs of this binary over the shards, their output prefixed, then
-//! one merged suite. The images are ensured first, so that the children only reuse them; SIGTERM
+//! `run --parallel N`: N child runs of this binary over the shards, their output prefixed (on a
+//! terminal, a live line per child below the results: `progress::Board`), then one merged suite. The images are ensured first, so that the children only reuse them; SIGTERM
 //! is passed on to every child, so that each heals and cleans up.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead};
 use tokio::process::Child;
@@ -13,6 +14,7 @@ use super::{terminated, Request};
 use crate::error::HarnessError;
 use crate::exit::Exit;
 use crate::image::{self, ImageSpec};
+use crate::progress::{Board, BOARD_ENV, STATUS_MARK};
 use crate::report::SuiteDir;
 
 /// Runs the request's scenarios as `req.parallel` shards in child processes.
@@ -27,9 +29,15 @@ pub async fn run(req: &Request) -> Result<Exit, HarnessError> {
     let exe = std::env::current_exe().map_err(HarnessError::io("finding this program to run it in parallel"))?;
     let mut children = Vec::new();
     let mut pumps = Vec::new();
+    // On a terminal, one live line per child below the results; elsewhere, prefixed plain lines.
+    let board = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| Arc::new(Board::new(n)));
     for k in 1..=n {
         let dir = work.join(k.to_string());
-        let mut child = tokio::process::Command::new(&exe)
+        let mut command = tokio::process::Command::new(&exe);
+        if board.is_some() {
+            command.env(BOARD_ENV, "1");
+        }
+        let mut child = command
             .arg("run")
             .args(&req.paths)
             .args(["--shard", &format!("{k}/{n}"), "--report-dir"])
@@ -39,7 +47,7 @@ pub async fn run(req: &Request) -> Result<Exit, HarnessError> {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(HarnessError::io(format!("starting {}", exe.display())))?;
-        pumps.extend(prefix_output(&mut child, &format!("[{k}/{n}] ")));
+        pumps.extend(prefix_output(&mut child, k, n, board.clone()));
         children.push((dir, child));
     }
     let pids: Vec<u32> = children.iter().filter_map(|(_, c)| c.id()).collect();
@@ -55,6 +63,9 @@ pub async fn run(req: &Request) -> Result<Exit, HarnessError> {
     forward.abort();
     for p in pumps {
         let _ = p.await;
+    }
+    if let Some(b) = &board {
+        b.finish();
     }
     if codes.contains(&Some(2)) {
         return Ok(Exit::Usage);
@@ -81,24 +92,31 @@ fn passed_on(req: &Request) -> Vec<String> {
 }
 
 /// Copies a child's stdout and stderr to ours, each line prefixed (its own `report:` line is the
-/// parent's to print).
-fn prefix_output(child: &mut Child, prefix: &str) -> Vec<JoinHandle<()>> {
+/// parent's to print); with a board, its status lines go to its line on the board.
+fn prefix_output(child: &mut Child, k: u32, n: u32, board: Option<Arc<Board>>) -> Vec<JoinHandle<()>> {
     let streams = [
         child.stdout.take().map(|s| Box::new(s) as Box<dyn AsyncRead + Unpin + Send>),
         child.stderr.take().map(|s| Box::new(s) as Box<dyn AsyncRead + Unpin + Send>),
     ];
+    let slot = k.saturating_sub(1) as usize;
     streams
         .into_iter()
         .flatten()
         .map(|stream| {
-            let prefix = prefix.to_owned();
+            let board = board.clone();
             tokio::spawn(async move {
                 let mut lines = tokio::io::BufReader::new(stream).lines();
                 // Bounded by the child: its pipe closes when it exits.
                 while let Ok(Some(line)) = lines.next_line().await {
-                    if !line.starts_with("report: ") {
-                        println!("{prefix}{line}");
+                    match (&board, line.strip_prefix(STATUS_MARK)) {
+                        (_, _) if line.starts_with("report: ") => {}
+                        (Some(b), Some(status)) => b.status(slot, status),
+                        (Some(b), None) => b.permanent(slot, &line),
+                        (None, _) => println!("[{k}/{n}] {line}"),
                     }
+                }
+                if let Some(b) = &board {
+                    b.status(slot, "");
                 }
             })
         })
