@@ -21,11 +21,24 @@ pub(crate) fn clock_file(dir: &Path, i: u32) -> PathBuf {
 
 pub(super) fn heal_pause(nodes: &dyn Nodes, a: &Applied) -> Heal {
     match nodes.handle(a.index) {
-        Some(n) => n
-            .signal(Signal::CONT)
-            .map_or_else(|e| Heal::Failed(format!("SIGCONT failed: {e}")), |()| Heal::done("SIGCONT")),
+        Some(n) => match n.signal(Signal::CONT) {
+            Ok(()) => Heal::done("SIGCONT"),
+            Err(_) if gone(n.pid()) => Heal::Done(died(&a.target, n.pid(), "paused")),
+            Err(e) => Heal::Failed(format!("SIGCONT failed: {e}")),
+        },
         None => Heal::done("no such node"),
     }
+}
+
+/// Whether process `pid` is no more (or a zombie): a crash fault killed it.
+fn gone(pid: i32) -> bool {
+    matches!(procfs::state(pid), None | Some('Z' | 'X'))
+}
+
+/// What a heal says of a fault whose process died under it (an overlapping crash): its effect
+/// went with the process, and the incarnation the crash's heal starts begins without it.
+fn died(node: &str, pid: i32, what: &str) -> String {
+    format!("{node}'s {what} process {pid} is gone (crashed while the fault was in effect): nothing to undo; a restarted incarnation starts without it")
 }
 
 pub(super) fn heal_crash(nodes: &mut dyn Nodes, a: &Applied) -> Heal {
@@ -37,10 +50,11 @@ pub(super) fn heal_crash(nodes: &mut dyn Nodes, a: &Applied) -> Heal {
 
 pub(super) fn heal_slow_model(nodes: &dyn Nodes, a: &Applied) -> Heal {
     match nodes.handle(a.index) {
-        Some(n) => n.send(NodeCommand::SlowModel { ms: 0 }).map_or_else(
-            |e| Heal::Failed(format!("restoring the model speed failed: {e}")),
-            |()| Heal::done("model speed restored"),
-        ),
+        Some(n) => match n.send(NodeCommand::SlowModel { ms: 0 }) {
+            Ok(()) => Heal::done("model speed restored"),
+            Err(_) if gone(n.pid()) => Heal::Done(died(&a.target, n.pid(), "slowed")),
+            Err(e) => Heal::Failed(format!("restoring the model speed failed: {e}")),
+        },
         None => Heal::done("no such node"),
     }
 }
