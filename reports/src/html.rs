@@ -33,7 +33,7 @@ const STYLE: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2330;max-width:1260px}
 h1{font-size:20px;margin:0 0 4px} h2{font-size:17px;margin:36px 0 6px;padding-top:10px;border-top:1px solid #dde2ea}
 h3{font-size:14px;margin:18px 0 6px}
-.meta{color:#5b6472} table{border-collapse:collapse;margin:6px 0 12px} td,th{padding:3px 10px;border-bottom:1px solid #e6e9ef;text-align:left;vertical-align:top}
+.meta{color:#5b6472} table{border-collapse:collapse;margin:6px 0 12px;display:block;max-width:100%;overflow-x:auto} td,th{padding:3px 10px;border-bottom:1px solid #e6e9ef;text-align:left;vertical-align:top}
 th{font-weight:600;color:#3b4250} .num{text-align:right;font-variant-numeric:tabular-nums}
 .b{display:inline-block;min-width:92px;text-align:center;padding:1px 6px;border-radius:4px;font-weight:700;font-size:12px;color:#fff}
 .FAIL{background:#c62828}.INCONCLUSIVE{background:#8d6e00}.XFAIL{background:#6a4fb3}.PASS{background:#2e7d32}
@@ -43,6 +43,40 @@ th{font-weight:600;color:#3b4250} .num{text-align:right;font-variant-numeric:tab
 .held{color:#2e7d32}.violated{color:#c62828;font-weight:700}.inconclusive{color:#8d6e00}.not_applicable{color:#7a8290}
 svg text{font:12px system-ui,sans-serif} .legend span{margin-right:14px;white-space:nowrap} .sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px}
 "#;
+
+/// How many violations of one property quote their history lines.
+const EXCERPTS_PER_PROPERTY: usize = 5;
+
+/// The plentiful marks: every one is drawn at its pixel, but a lane's marks of one kind share one
+/// path and one title (their count), so a long suite's page stays small; the rare marks (a failed
+/// check, a loss, a rejected or violating write) keep a title each.
+const DENSE: [&str; 2] = ["ckpt", "accepted"];
+
+/// Draws the [`DENSE`] marks: per lane and kind, one path through every pixel that has one.
+fn dense_marks(o: &mut String, marks: &Marks, lanes: &[String], y: impl Fn(usize) -> f64) {
+    // (path, marks, last pixel): after a lane's first mark, each moves relative to the last.
+    let mut paths: BTreeMap<(usize, &str), (String, u64, Option<i64>)> = BTreeMap::new();
+    for ((lane, px, class), (count, _)) in marks.cells.iter().filter(|((_, _, c), _)| DENSE.contains(c)) {
+        let (d, n, last) = paths.entry((*lane, *class)).or_default();
+        let yl = y(*lane);
+        let _ = match (*class, *last) {
+            ("ckpt", None) => write!(d, "M{px}.5 {:.0}v8", yl + 2.0),
+            ("ckpt", Some(l)) => write!(d, "m{} -8v8", px - l),
+            (_, None) => write!(d, "M{} {:.0}h5v5h-5z", px - 2, yl + 13.0),
+            (_, Some(l)) => write!(d, "m{} 0h5v5h-5z", px - l),
+        };
+        *last = Some(*px);
+        *n += count;
+    }
+    for ((lane, class), (d, n, _)) in paths {
+        let who = lanes.get(lane).map_or("", |l| l.split(' ').next().unwrap_or(""));
+        let (paint, what) = match class {
+            "ckpt" => (format!("fill=\"none\" stroke=\"{INK}\""), "checkpoints passed"),
+            _ => (format!("fill=\"{INK}\""), "writes accepted"),
+        };
+        let _ = write!(o, "<path d=\"{d}\" {paint}><title>{who}: {n} {what} (one mark per pixel)</title></path>");
+    }
+}
 
 /// One mark column: a pixel bucket in a lane.
 #[derive(Default)]
@@ -195,7 +229,7 @@ fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<Hist
     }
     let mut v_index = 0;
     for p in res.properties.iter().filter(|p| p.status == PropertyStatus::Violated) {
-        for v in &p.violations {
+        for (k, v) in p.violations.iter().enumerate() {
             let _ = write!(
                 o,
                 "<div class=\"viol\" id=\"v{i}-{v_index}\"><b>{}</b>: {}<br><span class=\"meta\">faults in effect: {}</span>",
@@ -221,11 +255,22 @@ fn scenario(o: &mut String, i: usize, r: &ScenarioRun, history: Option<&Vec<Hist
             if !v.evidence.is_empty() {
                 o.push_str("</table>");
             }
-            if let Some(h) = history {
-                let excerpt = excerpt(h, v.evidence.iter().filter_map(|e| e.seq).collect(), &v.evidence);
-                if !excerpt.is_empty() {
-                    let _ = write!(o, "<div class=\"meta\">From the history:</div><pre>{}</pre>", esc(&excerpt));
+            // The history quoted for the first few of a property; the rest name their seqs above
+            // (a hazard's expected failure can list dozens, each with the same story).
+            match history {
+                Some(h) if k < EXCERPTS_PER_PROPERTY => {
+                    let excerpt = excerpt(h, v.evidence.iter().filter_map(|e| e.seq).collect(), &v.evidence);
+                    if !excerpt.is_empty() {
+                        let _ = write!(o, "<div class=\"meta\">From the history:</div><pre>{}</pre>", esc(&excerpt));
+                    }
                 }
+                Some(_) if k == EXCERPTS_PER_PROPERTY => {
+                    let _ = write!(
+                        o,
+                        "<div class=\"meta\">History excerpts are quoted for the first {EXCERPTS_PER_PROPERTY} violations of a property; this run's history.jsonl holds every line by its seq.</div>"
+                    );
+                }
+                _ => {}
             }
             o.push_str("</div>");
             v_index += 1;
@@ -494,6 +539,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
     // Redis lanes: who holds the key, from the observer, merged into segments.
     for (k, inst) in instances.iter().enumerate() {
         let lane = 1 + k;
+        o.push_str("<g fill-opacity=\"0.75\">");
         let mut seg: Option<(u64, Option<String>, bool)> = None; // start, holder, error
         let mut last_role: Option<String> = None;
         let draw = |o: &mut String, from: u64, to: u64, holder: &Option<String>, error: bool| {
@@ -503,16 +549,16 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
             }
             let (fill, what) = match (holder, error) {
                 (_, true) => (UNREACHABLE, "unreachable".to_owned()),
-                (Some(t), _) => (node_colour(token_node(t)), format!("key held by {t}")),
+                (Some(t), _) => (node_colour(token_node(t)), format!("held by {t}")),
                 (None, _) => return,
             };
+            // The lane names the instance; the group sets the opacity.
             let _ = write!(
                 o,
-                "<rect x=\"{x1:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{fill}\" fill-opacity=\"0.75\"><title>{} {:.2}-{:.2} s: {}</title></rect>",
+                "<rect x=\"{x1:.1}\" y=\"{:.0}\" width=\"{:.1}\" height=\"{:.0}\" fill=\"{fill}\"><title>{:.2}-{:.2} s: {}</title></rect>",
                 y(lane) + 5.0,
                 x2 - x1,
                 LANE - 10.0,
-                esc(inst),
                 from.saturating_sub(t0) as f64 / 1e9,
                 to.saturating_sub(t0) as f64 / 1e9,
                 esc(&what)
@@ -562,6 +608,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
         if let Some((start, holder, err)) = &seg {
             draw(o, *start, end, holder, *err);
         }
+        o.push_str("</g>");
     }
     if let Some(lane) = env_lane {
         environment_marks(o, h, y(lane) + LANE / 2.0, |ns| (x(ns), ns.saturating_sub(t0) as f64 / 1e9));
@@ -656,7 +703,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
                 x1,
                 x2,
                 format!(
-                    "owner {tok} from {:.2} to {:.2} s, then {how}",
+                    "{tok} owner {:.2}-{:.2} s, {how}",
                     from.saturating_sub(t0) as f64 / 1e9,
                     to.saturating_sub(t0) as f64 / 1e9
                 ),
@@ -664,21 +711,33 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
             )),
         }
     }
+    // One group per lane (its colour once), one rect per interval with its own title.
+    let mut open_lane = None;
     for (lane, x1, x2, title, count) in merged {
-        let node = lanes[lane].split(' ').next().unwrap_or("");
+        if open_lane != Some(lane) {
+            if open_lane.is_some() {
+                o.push_str("</g>");
+            }
+            let node = lanes[lane].split(' ').next().unwrap_or("");
+            let _ = write!(o, "<g fill=\"{}\" fill-opacity=\"0.85\">", node_colour(node));
+            open_lane = Some(lane);
+        }
         let title =
             if count > 1 { format!("{count} ownership intervals merged at this scale; first: {title}") } else { title };
         let _ = write!(
             o,
-            "<rect x=\"{x1:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\" fill-opacity=\"0.85\"><title>{}</title></rect>",
+            "<rect x=\"{x1:.1}\" y=\"{:.0}\" width=\"{:.1}\" height=\"{:.0}\"><title>{}</title></rect>",
             y(lane) + 5.0,
             (x2 - x1).max(1.0),
             LANE - 10.0,
-            node_colour(node),
             esc(&title)
         );
     }
-    for ((lane, px, class), (count, title)) in &marks.cells {
+    if open_lane.is_some() {
+        o.push_str("</g>");
+    }
+    dense_marks(o, &marks, &lanes, y);
+    for ((lane, px, class), (count, title)) in marks.cells.iter().filter(|((_, _, c), _)| !DENSE.contains(c)) {
         let title = if *count > 1 { format!("{count} marks here; first: {title}") } else { title.clone() };
         let yl = y(*lane);
         let shape = match *class {

@@ -191,7 +191,7 @@ fn the_page_draws_the_violation_quotes_its_history_and_escapes_everything() {
     assert!(page.contains("id=\"v1-0\""), "the evidence block of the failing scenario");
     assert!(page.contains("&quot;seq&quot;:5"), "the history line is quoted");
     assert!(page.contains("fault #1 pause on n1 (in effect after 1.0 ms)"), "the fault window is labelled");
-    assert!(page.contains("key held by n1/1/0/aa"), "the Redis lane shows the holder");
+    assert!(page.contains("held by n1/1/0/aa"), "the Redis lane shows the holder");
     assert!(page.contains("No history to draw."));
 }
 
@@ -212,7 +212,8 @@ fn a_long_history_is_aggregated_so_the_page_stays_light() {
     h.push(end);
     let s = suite();
     let page = crate::html::render(&s, &[None, Some(h), None, None, None]);
-    assert!(page.len() < 1_500_000, "{} bytes for 200 000 writes", page.len());
+    // 221 kB on 2026-12-06 (1.4 MB before the plentiful marks shared a path per lane).
+    assert!(page.len() < 400_000, "{} bytes for 200 000 writes", page.len());
     assert!(page.contains(" marks here; first: "), "marks were merged per pixel");
 }
 
@@ -296,15 +297,17 @@ fn node_colours_never_look_like_an_outcome_colour() {
     }
     // The page draws writes in outcome colours only, told apart by shape.
     let page = crate::html::render(&suite(), &[Some(example_history()), None, None, None, None]);
+    let write_marks: Vec<&str> = page
+        .split("<path ")
+        .chain(page.split("<rect "))
+        .map(|r| r.split('>').next().unwrap_or(""))
+        .filter(|r| r.contains("h5v5h-5z") || r.contains("width=\"5\" height=\"5\""))
+        .collect();
+    assert!(!write_marks.is_empty(), "the example's writes are drawn");
     for node in PALETTE {
-        let drawn_as_write = page
-            .split("<rect")
-            .map(|r| r.split('>').next().unwrap_or(""))
-            .filter(|r| r.contains("width=\"5\" height=\"5\""))
-            .any(|r| r.contains(node));
-        assert!(!drawn_as_write, "a write mark in node colour {node}");
+        assert!(!write_marks.iter().any(|m| m.contains(node)), "a write mark in node colour {node}");
     }
-    assert!(page.contains(&format!("width=\"5\" height=\"5\" fill=\"{INK}\"")), "an accepted write is an ink square");
+    assert!(write_marks.iter().any(|m| m.ends_with(&format!("fill=\"{INK}\""))), "an accepted write is an ink square");
 }
 
 #[test]
@@ -341,7 +344,7 @@ fn the_page_scales_to_its_width_names_ops_as_the_history_does_and_wraps_long_lin
     for rust_name in ["PersistRecord", "CreateCollection", "SwitchAlias", "BeginEpoch", "DropCollection", "Upsert "] {
         assert!(!page.contains(rust_name), "the page says {rust_name}, the history does not");
     }
-    assert!(page.contains("n2 create_collection fence 2 seq 1"));
+    assert!(page.contains("n1 persist_record fence 1 seq 5"), "the violating write's title");
     for op in crate::history::StoreOp::ALL {
         assert_eq!(serde_json::to_value(op).unwrap(), op.name(), "{op:?} is named as the history names it");
     }
