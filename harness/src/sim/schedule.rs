@@ -29,14 +29,14 @@ pub const KINDS: [FaultKind; 14] = [
 ];
 
 /// Faults drawn per seed.
-const FAULTS: u32 = 3;
+pub(super) const FAULTS: u32 = 3;
 /// The longest fault, ms.
-const LONGEST_MS: u64 = 4_000;
+pub(super) const LONGEST_MS: u64 = 4_000;
 /// No fault before this, ms.
-const FROM_MS: u64 = 2_000;
+pub(super) const FROM_MS: u64 = 2_000;
 
 /// Which faults must not overlap another of their group.
-fn group(k: FaultKind) -> Option<usize> {
+pub(super) fn group(k: FaultKind) -> Option<usize> {
     if k.store_wide() {
         Some(0)
     } else if k.stops_a_process() {
@@ -109,7 +109,7 @@ pub(super) fn enabled(swarm: bool, seed: u64) -> Vec<FaultKind> {
 /// The node events a drawn fault may wait for: every checkpoint (so every phase of the round),
 /// the acquire, and the writes that matter most; each happens in every round. (Not `renewed`:
 /// a round of the recommended configuration is shorter than its renewal interval.)
-const TRIGGERS: [&str; 10] = [
+pub(super) const TRIGGERS: [&str; 10] = [
     "checkpoint-1",
     "checkpoint-2",
     "checkpoint-3",
@@ -130,6 +130,11 @@ fn triggered(rng: &mut ChaCha8Rng, f: &mut Fault, bound_ms: u64) {
         return;
     }
     let on = TRIGGERS[rng.random_range(0..TRIGGERS.len())];
+    trigger(f, on, bound_ms);
+}
+
+/// Makes `f` wait for node event `on` (one of [`TRIGGERS`]) instead of its time.
+pub(super) fn trigger(f: &mut Fault, on: &str, bound_ms: u64) {
     let armed_ms = (f.at_ms().saturating_sub(bound_ms / 2) / 1000 * 1000).max(FROM_MS);
     f.on = Some(on.to_owned());
     f.target = Some("owner".into());
@@ -158,27 +163,63 @@ fn when(rng: &mut ChaCha8Rng, kinds: &[FaultKind], s: &Scenario, until_ms: u64) 
     Some((kind, rng.random_range(FROM_MS..=until_ms - duration_ms), duration_ms))
 }
 
-/// One fault of `kind` with its fields drawn.
-fn fault(rng: &mut ChaCha8Rng, s: &Scenario, kind: FaultKind, (at_ms, duration_ms): (u64, u64)) -> Fault {
-    let target = kind.needs_a_node().then(|| match rng.random_range(0..=s.nodes.count + 1) {
+/// One fault of `kind` with its fields drawn (in this order: the draw's stream is fixed).
+fn fault(rng: &mut ChaCha8Rng, s: &Scenario, kind: FaultKind, window: (u64, u64)) -> Fault {
+    let target = kind.needs_a_node().then(|| rng.random_range(0..=s.nodes.count + 1));
+    let link = (kind == FaultKind::Partition).then(|| rng.random_range(0..3));
+    let mode = match kind {
+        FaultKind::Partition => Some(usize::from(!rng.random_bool(0.5))),
+        FaultKind::Failover => Some(rng.random_range(0..3)),
+        _ => None,
+    };
+    let latency_ms = match kind {
+        FaultKind::SlowStore | FaultKind::SlowModel => Some(rng.random_range(100..=800)),
+        FaultKind::SlowRedis => Some(rng.random_range(20..=400)),
+        _ => None,
+    };
+    let jump_ms = (kind == FaultKind::ClockJump).then(|| {
+        let ms = rng.random_range(500..=20_000i64);
+        if rng.random_bool(0.5) {
+            ms
+        } else {
+            -ms
+        }
+    });
+    built(kind, window, Choices { target, link, mode, latency_ms, jump_ms })
+}
+
+/// A fault's choices beyond its kind and window, each an index or a value in the draw's ranges.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Choices {
+    /// 0 or 1: the owner; k >= 2: node n(k-1).
+    pub target: Option<u32>,
+    /// Redis, the store, both.
+    pub link: Option<usize>,
+    /// Partition: blackhole, reset; failover: pause, isolate, manual.
+    pub mode: Option<usize>,
+    pub latency_ms: Option<u64>,
+    pub jump_ms: Option<i64>,
+}
+
+/// The fault of `kind` in `window` with `choices` (the draw's and the strategies' one builder).
+pub(super) fn built(kind: FaultKind, (at_ms, duration_ms): (u64, u64), c: Choices) -> Fault {
+    let target = kind.needs_a_node().then(|| match c.target.unwrap_or(0) {
         0 | 1 => "owner".to_owned(),
         n => format!("n{}", n - 1),
     });
-    let partition = kind == FaultKind::Partition;
     Fault {
         kind,
         target,
         at_s: at_ms / 1000,
         duration_s: duration_ms.div_ceil(1000),
-        link: partition.then(|| [Link::Redis, Link::Store, Link::Both][rng.random_range(0..3)]),
-        mode: match kind {
-            FaultKind::Partition => Some(if rng.random_bool(0.5) { Mode::Blackhole } else { Mode::Reset }),
-            FaultKind::Failover => Some([Mode::Pause, Mode::Isolate, Mode::Manual][rng.random_range(0..3)]),
+        link: c.link.filter(|_| kind == FaultKind::Partition).map(|i| [Link::Redis, Link::Store, Link::Both][i % 3]),
+        mode: match (kind, c.mode) {
+            (FaultKind::Partition, m) => Some([Mode::Blackhole, Mode::Reset][m.unwrap_or(0) % 2]),
+            (FaultKind::Failover, m) => Some([Mode::Pause, Mode::Isolate, Mode::Manual][m.unwrap_or(0) % 3]),
             _ => None,
         },
         latency_ms: match kind {
-            FaultKind::SlowStore | FaultKind::SlowModel => Some(rng.random_range(100..=800)),
-            FaultKind::SlowRedis => Some(rng.random_range(20..=400)),
+            FaultKind::SlowStore | FaultKind::SlowModel | FaultKind::SlowRedis => c.latency_ms,
             _ => None,
         },
         jitter_ms: None,
@@ -186,14 +227,7 @@ fn fault(rng: &mut ChaCha8Rng, s: &Scenario, kind: FaultKind, (at_ms, duration_m
         follow_ms: None,
         never_follow: None,
         follow_ms_by_node: None,
-        jump_ms: (kind == FaultKind::ClockJump).then(|| {
-            let ms = rng.random_range(500..=20_000i64);
-            if rng.random_bool(0.5) {
-                ms
-            } else {
-                -ms
-            }
-        }),
+        jump_ms: c.jump_ms.filter(|_| kind == FaultKind::ClockJump),
         unreplicated_acquire: None,
         at_ms: None,
         duration_ms: None,
