@@ -251,6 +251,14 @@ fn python_node() -> Vec<String> {
     vec![python.display().to_string(), root.join("harness/tests/python-node/node.py").display().to_string()]
 }
 
+/// The Python node on redis-py's `redis.lock.Lock` (docs/libraries.md), from the venv scripts/deps
+/// makes (the same redis-py major version as nodes/redis-py-lock pins).
+fn redis_py_lock_node() -> Vec<String> {
+    let mut cmd = python_node();
+    cmd.extend(["--lock".to_owned(), "redis-py".to_owned()]);
+    cmd
+}
+
 fn reference_node() -> Vec<String> {
     vec![env!("CARGO_BIN_EXE_leasequake").to_owned(), "node".to_owned()]
 }
@@ -301,16 +309,29 @@ async fn answers_to_the_doc_examples(command: Vec<String>) -> Vec<String> {
 async fn the_doc_examples_get_the_same_answers_from_the_reference_and_the_python_node() {
     let reference = answers_to_the_doc_examples(reference_node()).await;
     let python = answers_to_the_doc_examples(python_node()).await;
+    let library = answers_to_the_doc_examples(redis_py_lock_node()).await;
     assert_eq!(reference.first().map(String::as_str), Some("hello"));
     assert!(reference.contains(&"sync_finished".to_owned()), "{reference:?}");
     assert_eq!(reference, python, "the two implementations answered the same commands differently");
+    assert_eq!(reference, library, "the node on redis-py's Lock answered differently");
 }
 
 #[tokio::test]
 async fn a_python_node_and_the_reference_node_take_turns() {
+    take_turns(python_node()).await;
+}
+
+/// redis-py's Lock and the reference lease exclude each other on one key: the library takes the
+/// protocol's key and tokens, so either can hold the lease and the other waits.
+#[tokio::test]
+async fn a_node_on_redis_py_s_lock_and_the_reference_node_take_turns() {
+    take_turns(redis_py_lock_node()).await;
+}
+
+async fn take_turns(python: Vec<String>) {
     let mut b = Bench::start(StorePolicy::Enforce).await;
     let rust = NodeProcess::spawn(&reference_node(), b.config("rs", vec![]), b.tx.clone(), Stdio::null()).unwrap();
-    let py = NodeProcess::spawn(&python_node(), b.config("py", vec![]), b.tx.clone(), Stdio::null()).unwrap();
+    let py = NodeProcess::spawn(&python, b.config("py", vec![]), b.tx.clone(), Stdio::null()).unwrap();
     for n in [&rust, &py] {
         n.send(NodeCommand::Start).unwrap();
     }

@@ -10,7 +10,14 @@ good; every decision (a checkpoint passed, a store call sent, a model call start
 and checks the loss under the lease's lock, and reports that reading as `decided_ns` (protocol 2).
 
 `--bug NAME` turns it into one of the buggy implementations the checker's tests run (BUGS below):
-each is one realistic mistake, the rest of the node unchanged."""
+each is one realistic mistake, the rest of the node unchanged.
+
+`--lock redis-py` takes the lock from a library instead (docs/libraries.md): redis-py's
+`redis.lock.Lock` acquires (`acquire(token=...)`), renews (`extend(..., replace_ttl=True)`, every
+renewal interval, from this node's renewal thread: the library has no renewal of its own), checks
+ownership (`owned()`) and releases (`release()`), as its documentation has a long-running job do;
+the pipeline, the local validity and the protocol stay this node's. Every place the library forced
+a deviation says so ("library:")."""
 
 import argparse
 import http.client
@@ -51,6 +58,7 @@ BUGS = {
     "foreign-token": "names its tokens as a lock library might (lock:<nonce>:<seq>), not <node>/...",
 }
 BUG = None
+LOCK = "own"  # or "redis-py": redis.lock.Lock
 
 out_lock = threading.Lock()
 state = {"round": 0}
@@ -80,10 +88,11 @@ class Lost(Exception):
 class Lease:
     """One acquisition: renewal thread, local validity, sticky loss, checkpoints, release."""
 
-    def __init__(self, r, cfg, token, fence, stall, basis, sent_ns):
+    def __init__(self, r, cfg, token, fence, stall, basis, sent_ns, lock=None):
         """`basis`: the acquire's (send, reply) on the deadline clock; `sent_ns`: its send's
         monotonic stamp, the one reported."""
         self.r, self.cfg, self.token, self.fence, self.stall = r, cfg, token, fence, stall
+        self.library_lock = lock  # a redis.lock.Lock under --lock redis-py
         prefix = "leasequake:{%s}" % cfg["tenant"]
         self.key = prefix + ":lease"
         lease = cfg["lease"]
@@ -161,7 +170,7 @@ class Lease:
                 self.lose("expired")
                 return
             try:
-                ok = self.r.eval(RENEW, 1, self.key, self.token, ttl)
+                ok = self.renew_once(ttl)
             except redis.RedisError as e:
                 self.lose("renewal_failed")
                 print("renewal failed: %s" % type(e).__name__, file=sys.stderr)
@@ -180,24 +189,49 @@ class Lease:
                 self.confirmed_ns = max(self.confirmed_ns, base)
                 emit("renewed", token=self.token, sent_ns=sent)
 
+    def renew_once(self, ttl):
+        """One owner-compared renewal: 1 renewed, 0 not the owner; RedisError on no answer."""
+        if self.library_lock is None:
+            return self.r.eval(RENEW, 1, self.key, self.token, ttl)
+        try:
+            # library: extend() adds to the remaining ttl unless replace_ttl; it takes seconds.
+            return 1 if self.library_lock.extend(ttl / 1000, replace_ttl=True) else 0
+        except redis.exceptions.LockNotOwnedError:
+            return 0
+
     def ensure_owned(self, n):
         with self.lock:
             self.decide(n)
         try:
-            holder = self.r.get(self.key)
+            holder = self.holder()
         except redis.RedisError:
             self.lose("read_error", n)
             raise Lost("read_error")
         if holder is None:
             self.lose("key_missing", n)
-        elif holder.decode() != self.token:
+        elif holder != self.token:
             self.lose("held_by_other", n)
         if self.lost is not None:
             raise Lost(self.lost)
 
+    def holder(self):
+        """The key's token, None if there is none; with the library, this token or "another"."""
+        if self.library_lock is None:
+            held = self.r.get(self.key)
+            return None if held is None else held.decode()
+        # library: owned() says only yes or no, so a missing key reads as another's
+        # (held_by_other, not key_missing).
+        return self.token if self.library_lock.owned() else "another"
+
     def release(self):
         self.stop.set()
         try:
+            if self.library_lock is not None:
+                try:
+                    self.library_lock.release()
+                    return "deleted"
+                except redis.exceptions.LockNotOwnedError:
+                    return "not_owner"
             deleted = self.r.eval(RELEASE, 1, self.key, self.token)
             return "deleted" if deleted == 1 else "not_owner"
         except redis.RedisError as e:
@@ -247,10 +281,16 @@ class Node:
             self.seq += 1
             sent, vsent = now_ns(), deadline_clock_ns()
             try:
-                won, value = self.r.eval(ACQUIRE, 2, prefix + ":lease", prefix + ":fence", token, lease["ttl_ms"])
-                if won == 1:
-                    return Lease(self.r, self.cfg, token, value, self.stall, (vsent, deadline_clock_ns()), sent)
-                reason = "held by another node for %s ms" % value
+                if LOCK == "redis-py":
+                    got = self.acquire_library(prefix, token, lease["ttl_ms"], (sent, vsent))
+                    if got is not None:
+                        return got
+                    reason = "held by another node"
+                else:
+                    won, value = self.r.eval(ACQUIRE, 2, prefix + ":lease", prefix + ":fence", token, lease["ttl_ms"])
+                    if won == 1:
+                        return Lease(self.r, self.cfg, token, value, self.stall, (vsent, deadline_clock_ns()), sent)
+                    reason = "held by another node for %s ms" % value
             except redis.RedisError as e:
                 reason = "redis error: %s" % type(e).__name__
             if time.monotonic() >= deadline:
@@ -258,6 +298,27 @@ class Node:
                 return None
             self.poll(self.rng.uniform(0.005, 0.05))
         return None
+
+    def acquire_library(self, prefix, token, ttl_ms, sent):
+        """redis-py's Lock: SET NX PX with this node's token (the protocol's token rule); None when
+        another holds it."""
+        # library: the lock's token lives in a thread-local by default, and the renewal runs on
+        # another thread, which would see no token: thread_local=False, as its docs advise then.
+        lock = self.r.lock(prefix + ":lease", timeout=ttl_ms / 1000, blocking=False, thread_local=False)
+        if not lock.acquire(blocking=False, token=token):
+            return None
+        # library: no fence; the counter is a second command, not atomic with the acquire (a
+        # crash between them leaves a lease without a fence, released at once below).
+        try:
+            fence = self.r.incr(prefix + ":fence")
+        except redis.RedisError:
+            try:
+                lock.release()
+            except redis.RedisError:
+                pass
+            raise
+        sent_ns, vsent = sent
+        return Lease(self.r, self.cfg, token, fence, self.stall, (vsent, deadline_clock_ns()), sent_ns, lock=lock)
 
     def store(self, lease, op, fence, collection=None, points=0, tolerate=()):
         self.call += 1
@@ -413,10 +474,13 @@ class Node:
 
 
 def main():
-    global BUG
+    global BUG, LOCK
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bug", choices=sorted(BUGS), help="run one of the buggy implementations")
-    BUG = parser.parse_args().bug
+    parser.add_argument("--lock", choices=["own", "redis-py"], default="own",
+                        help="the lease's own Lua scripts, or redis-py's redis.lock.Lock")
+    args = parser.parse_args()
+    BUG, LOCK = args.bug, args.lock
     first = sys.stdin.readline()
     if not first:
         return 2
@@ -427,6 +491,8 @@ def main():
         emit("error", message="expected a config line offering protocol %d" % PROTOCOL)
         return 2
     name = "python-node 0.2 (redis-py %s)" % redis.__version__
+    if LOCK == "redis-py":
+        name = "python-node 0.2 on redis-py %s redis.lock.Lock" % redis.__version__
     if BUG:
         name += " (bug: %s)" % BUG
     emit("hello", protocol=PROTOCOL, implementation=name)
