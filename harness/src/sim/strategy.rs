@@ -111,7 +111,7 @@ mod tests {
 
     use leasequake_reports::history::{EventKind, HistoryLine};
     use leasequake_reports::Verdict;
-    use proptest::test_runner::{Config, TestError, TestRunner};
+    use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};
 
     use super::{schedule, world_seed};
     use crate::job::Variant;
@@ -139,7 +139,15 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(Config { cases: 12, max_shrink_iters: 0, failure_persistence: None, ..Config::default() })]
+        // A fixed seed: CI sees the same 12 schedules every time (the nightly's simulation batch
+        // is where new ones are drawn).
+        #![proptest_config(Config {
+            cases: 12,
+            max_shrink_iters: 0,
+            failure_persistence: None,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x1ea5e),
+            ..Config::default()
+        })]
 
         /// Every schedule the strategy draws is one a scenario file holds, and the correct lease
         /// in the recommended configuration fails none (a property of the lease, drawn by proptest).
@@ -157,26 +165,31 @@ mod tests {
         }
     }
 
-    /// proptest refutes a claim and shrinks the schedule that refutes it to the one fault it
-    /// needs, with the world's seed untouched: fewest faults first.
+    /// proptest refutes a claim and shrinks the schedule that refutes it: fewest faults first (a
+    /// schedule from which no single fault can be removed and the claim still be refuted), then
+    /// each fault toward the simple end, with the world's seed untouched.
     #[test]
-    fn proptest_shrinks_a_failing_schedule_to_the_one_fault_it_needs() {
+    fn proptest_shrinks_a_failing_schedule_to_one_where_every_fault_is_needed() {
         let s = config("scenarios/sim/recommended.toml");
-        let mut runner = TestRunner::new(Config {
-            cases: 64,
-            max_shrink_iters: 40,
-            failure_persistence: None,
-            rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,
-            ..Config::default()
-        });
+        // A fixed proptest seed: the same cases and the same shrink on every run (the first
+        // version drew its own and passed or failed by the draw). Deletions come first; the
+        // budget then bounds how far the faults' fields shrink, and the test's time.
+        let config = Config { cases: 64, max_shrink_iters: 24, failure_persistence: None, ..Config::default() };
+        let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
         let strategy = (world_seed(), schedule(&s, VIRTUAL_S));
         let found = runner.run(&strategy, |(seed, faults)| {
             nobody_loses(&s, seed, faults).map_err(proptest::test_runner::TestCaseError::fail)
         });
         let Err(TestError::Fail(why, (seed, minimal))) = found else { panic!("nothing refuted the claim: {found:?}") };
-        assert_eq!(minimal.len(), 1, "{why}: {minimal:?}");
-        // The shrunk schedule still refutes it on its own, and it is a scenario file for containers.
+        assert!(!minimal.is_empty() && minimal.len() < 3, "{why}: {minimal:?}");
+        // It still refutes the claim on its own, each of its faults is needed, and it is a
+        // scenario file for containers.
         assert!(nobody_loses(&s, seed, minimal.clone()).is_err());
+        for i in 0..minimal.len() {
+            let mut fewer = minimal.clone();
+            fewer.remove(i);
+            assert!(nobody_loses(&s, seed, fewer).is_ok(), "fault {i} of {minimal:?} is not needed");
+        }
         crate::scenario::file::faults_value(&minimal).unwrap();
     }
 
@@ -187,8 +200,7 @@ mod tests {
         use proptest::strategy::{Strategy, ValueTree};
         let s = config("scenarios/sim/recommended.toml");
         let strategy = schedule(&s, VIRTUAL_S);
-        let mut runner =
-            TestRunner::new(Config { rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha, ..Config::default() });
+        let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::deterministic_rng(RngAlgorithm::ChaCha));
         let schedules: Vec<Vec<crate::scenario::Fault>> =
             (0..400).map(|_| strategy.new_tree(&mut runner).unwrap().current()).collect();
         let faults: Vec<&crate::scenario::Fault> = schedules.iter().flatten().collect();
