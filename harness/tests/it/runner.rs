@@ -26,6 +26,13 @@ policy = "enforce"
 fence_source = "store"
 "#;
 
+/// The Python node's command line (scripts/deps makes its venv), with `args` after it.
+fn python_node(args: &str) -> String {
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/python-node-venv/bin/python");
+    let node = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python-node/node.py");
+    format!("{python} {node}{args}")
+}
+
 /// Writes a scenario file: `top` goes before the tables (top-level keys), `tail` after them.
 fn scenario(name: &str, top: &str, tail: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("leasequake-runner-{}-{name}", std::process::id()));
@@ -126,9 +133,7 @@ fn a_clean_run_passes_with_exit_0_and_leaves_a_history_and_verdicts() {
 
 #[test]
 fn node_cmd_runs_the_scenario_with_another_implementation_of_the_node_protocol() {
-    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/python-node-venv/bin/python");
-    let node = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python-node/node.py");
-    let cmd = format!("{python} {node}");
+    let cmd = python_node("");
     let (code, out, dir) = run_with("python-nodes", "", "", &["--node-cmd", &cmd]);
     assert_eq!(code, Some(0), "{out}");
     let python_spoke = |run_dir: &std::path::Path| {
@@ -155,9 +160,7 @@ fn node_cmd_runs_the_scenario_with_another_implementation_of_the_node_protocol()
 fn a_node_whose_tokens_do_not_name_it_makes_the_run_inconclusive_with_the_rule() {
     // A node written from docs/node-protocol.md that skipped its token rule: the harness could not
     // tell whose key it reads, so it says so rather than judge.
-    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/python-node-venv/bin/python");
-    let node = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python-node/node.py");
-    let cmd = format!("{python} {node} --bug foreign-token");
+    let cmd = python_node(" --bug foreign-token");
     let (code, out, dir) = run_with("foreign-tokens", "", "", &["--node-cmd", &cmd]);
     assert_eq!(code, Some(3), "{out}");
     assert!(out.starts_with("INCONCLUSIVE") && out.contains("does not start with the node's name"), "{out}");
@@ -613,9 +616,7 @@ fn shrink_reruns_a_failing_run_on_containers_and_keeps_only_the_faults_the_failu
     // The Python node with a bug that fails without any fault (it drops the old collection after
     // releasing): both faults of this schedule are noise, and the shrink must find that out by
     // running, attempt by attempt, on real containers.
-    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/python-node-venv/bin/python");
-    let node = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python-node/node.py");
-    let cmd = format!("{python} {node} --bug release-then-write");
+    let cmd = python_node(" --bug release-then-write");
     let faults = "\n[[faults]]\nkind = \"pause\"\ntarget = \"n2\"\nat_s = 2\nduration_s = 1\n\
                   \n[[faults]]\nkind = \"partition\"\ntarget = \"n1\"\nlink = \"redis\"\nmode = \"reset\"\nat_s = 4\nduration_s = 1\n";
     let (code, out, dir) = run_with("shrinkable", "", faults, &["--node-cmd", &cmd]);
