@@ -39,7 +39,7 @@ pub(crate) use recording::recorder;
 pub use recording::{clock, history, runlog};
 pub use reporting::report;
 pub(crate) use runner::fault;
-pub use runner::{observer, progress, run, scenario, suite, trigger, watch};
+pub use runner::{holders, observer, progress, run, scenario, suite, trigger, watch};
 pub use tools::{bench, demo, doctor, selftest};
 
 // The harness is the production build of the node: it must never link a flawed lease. Cargo

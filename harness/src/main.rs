@@ -893,7 +893,8 @@ async fn demo_command(args: DemoArgs) -> anyhow::Result<Exit> {
         policy: policy.into(),
         fence_source: if store_fences { FenceSource::Store } else { FenceSource::Redis },
     };
-    println!("demo: {nodes} nodes (`{}`), tenant {}, ttl {ttl_ms} ms, {seconds} s", cfg.node_cmd.join(" "), cfg.tenant);
+    let cfg_cmd = cfg.node_cmd.join(" ");
+    println!("demo: {nodes} nodes (`{cfg_cmd}`), tenant {}, ttl {ttl_ms} ms, {seconds} s", cfg.tenant);
     let tally = demo::run(cfg, cancel).await;
     if let Some(local) = local {
         local.stop().await;
@@ -917,7 +918,19 @@ async fn demo_command(args: DemoArgs) -> anyhow::Result<Exit> {
         t.alias_fences.len(),
         if rising { "strictly rising" } else { "NOT RISING" }
     );
-    println!("{}", if t.healthy() { "OK: every write accounted for" } else { "NOT OK" });
+    for i in 1..=nodes {
+        if !t.spoke.contains(&format!("n{i}")) {
+            println!(
+                "n{i} sent nothing: to see why, run the node command by hand (`{}`) and give it a config line \
+                 (docs/node-protocol.md)",
+                cfg_cmd
+            );
+        }
+    }
+    match t.problem() {
+        None => println!("OK: every write accounted for"),
+        Some(why) => println!("NOT OK: {why}"),
+    }
     Ok(if t.garbage > 0 {
         Exit::Inconclusive
     } else if t.healthy() {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// The node protocol's current version. A node announces the version it speaks in `hello`; the
 /// supervisor accepts this one and the previous ([`PROTOCOL_VERSION_MIN`]) and refuses others.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The oldest protocol version the harness still speaks: a node written for it keeps working
 /// (its events carry no decision or send stamps, so `within_validity` is not applicable to it).
@@ -217,14 +217,30 @@ pub fn fence_key(tenant: &str) -> String {
     format!("leasequake:{{{tenant}}}:fence")
 }
 
+/// Whether a node sees and reports its lease's renewals (`hello`, protocol 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Renewals {
+    /// Every renewal is reported (`renewed`): the default.
+    Reported,
+    /// The lock library renews on a thread of its own, out of the node's sight: no `renewed`
+    /// events, and the properties that read them are not applicable to the node.
+    Hidden,
+}
+
 /// The longest owner token the harness accepts, in bytes.
 pub const TOKEN_MAX_BYTES: usize = 256;
 
-/// Why `token` is no owner token of node `node`, or `None`. A token starts with the node's name and
-/// a slash (the harness tells whose key it is by that prefix), is at most [`TOKEN_MAX_BYTES`]
-/// bytes, has no whitespace or control characters, and is never reused (not checked here).
+/// Why `token` is no owner token of node `node` speaking `protocol`, or `None`. A token is at most
+/// [`TOKEN_MAX_BYTES`] bytes, has no whitespace or control characters, and is never reused (not
+/// checked here). Under protocols 1 and 2 it also starts with the node's name and a slash: the
+/// harness told whose key it is by that prefix alone. Under 3 any value the node's lock writes is
+/// a token: the harness learns whose it is from the node's `acquired`.
 #[must_use]
-pub fn token_problem(node: &str, token: &str) -> Option<String> {
+pub fn token_problem(node: &str, token: &str, protocol: u32) -> Option<String> {
+    if token.is_empty() {
+        return Some("an empty token".into());
+    }
     if token.len() > TOKEN_MAX_BYTES {
         return Some(format!("a token of {} bytes (at most {TOKEN_MAX_BYTES})", token.len()));
     }
@@ -233,9 +249,11 @@ pub fn token_problem(node: &str, token: &str) -> Option<String> {
     }
     match token.strip_prefix(node).and_then(|rest| rest.strip_prefix('/')) {
         Some(_) => None,
+        None if protocol >= 3 => None,
         None => Some(format!(
-            "token {token:?} does not start with the node's name and a slash (`{node}/`): the harness tells whose \
-             lease key it is by that prefix (docs/node-protocol.md, Redis keys and tokens)"
+            "token {token:?} does not start with the node's name and a slash (`{node}/`): under protocol {protocol} \
+             the harness tells whose lease key it is by that prefix (docs/node-protocol.md, Redis keys and tokens; \
+             protocol 3 lifts the rule)"
         )),
     }
 }
@@ -263,6 +281,13 @@ pub enum EventKind {
         protocol: u32,
         /// Free text naming the implementation.
         implementation: String,
+        /// The Redis key the node keeps its lease under, when not [`lease_key`] (protocol 3: a lock
+        /// library picks its own key). Every node of a run must declare the same one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lease_key: Option<String>,
+        /// Whether the node reports its renewals (protocol 3; absent: it does).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        renewals: Option<Renewals>,
     },
     /// An acquire began.
     AcquireAttempt,

@@ -405,9 +405,23 @@ fn environment_marks(o: &mut String, h: &[HistoryLine], mid: f64, at: impl Fn(u6
     }
 }
 
-/// The node a token belongs to (`n2/1/...` -> `n2`).
-fn token_node(token: &str) -> &str {
-    token.split('/').next().unwrap_or(token)
+/// Whose each token of the history is, from the nodes' `acquired` events (protocol 3: a lock
+/// library's token says nothing of its node).
+fn token_owners(h: &[HistoryLine]) -> HashMap<&str, &str> {
+    let mut owners = HashMap::new();
+    for l in h {
+        if let HistoryLine::Node { node, event, .. } = l {
+            if let EventKind::Acquired { token, .. } = &event.kind {
+                owners.insert(token.as_str(), node.as_str());
+            }
+        }
+    }
+    owners
+}
+
+/// The node a token belongs to: its reported owner, else its `node/` prefix (`n2/1/...` -> `n2`).
+fn token_node<'a>(owners: &HashMap<&'a str, &'a str>, token: &'a str) -> &'a str {
+    owners.get(token).copied().unwrap_or_else(|| token.split('/').next().unwrap_or(token))
 }
 
 #[allow(clippy::too_many_lines)]
@@ -537,6 +551,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
         );
     }
     // Redis lanes: who holds the key, from the observer, merged into segments.
+    let owners = token_owners(h);
     for (k, inst) in instances.iter().enumerate() {
         let lane = 1 + k;
         o.push_str("<g fill-opacity=\"0.75\">");
@@ -549,7 +564,9 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
             }
             let (fill, what) = match (holder, error) {
                 (_, true) => (UNREACHABLE, "unreachable".to_owned()),
-                (Some(t), _) => (node_colour(token_node(t)), format!("held by {t}")),
+                (Some(t), _) => {
+                    (node_colour(token_node(&owners, t)), format!("held by {} ({t})", token_node(&owners, t)))
+                }
                 (None, _) => return,
             };
             // The lane names the instance; the group sets the opacity.
@@ -570,7 +587,7 @@ fn timeline(o: &mut String, i: usize, r: &ScenarioRun, h: &[HistoryLine], violat
                     "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#fff\" font-weight=\"700\">{}</text>",
                     x1 + 3.0,
                     y(lane) + 15.0,
-                    esc(token_node(t))
+                    esc(token_node(&owners, t))
                 );
             }
         };

@@ -191,7 +191,7 @@ fn the_page_draws_the_violation_quotes_its_history_and_escapes_everything() {
     assert!(page.contains("id=\"v1-0\""), "the evidence block of the failing scenario");
     assert!(page.contains("&quot;seq&quot;:5"), "the history line is quoted");
     assert!(page.contains("fault #1 pause on n1 (in effect after 1.0 ms)"), "the fault window is labelled");
-    assert!(page.contains("held by n1/1/0/aa"), "the Redis lane shows the holder");
+    assert!(page.contains("held by n1 (n1/1/0/aa)"), "the Redis lane shows the holder and its token");
     assert!(page.contains("No history to draw."));
 }
 

@@ -30,6 +30,7 @@ pub const PROPERTIES: [&str; 10] = [
     "bounded_waste",
 ];
 
+#[derive(Clone, Copy)]
 struct NodeLine<'a> {
     node: &'a str,
     /// The node process's incarnation (bumped by every restart).
@@ -165,6 +166,9 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
     if let Some(h) = header {
         silence_holes(h, &nodes, &observer, &windows, end_ns, &mut inconclusive);
     }
+    let declared = declared::Declared::read(&nodes);
+    inconclusive.extend(declared.key_conflict());
+    let renewing = declared.renewing(&nodes);
 
     let mut properties = vec![];
     let (stale, anomaly) = fencing(&audit, &windows);
@@ -174,8 +178,10 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
     let ends = acquisition::ends(&nodes);
     properties.push(acquisition::sticky_loss(&nodes, &ends, &windows));
     properties.push(acquisition::acquisitions_end(&nodes, &ends, &windows));
-    properties.push(acquisition::within_validity(header.and_then(|h| h.ttl_ms), &nodes, &windows));
-    properties.push(keeps_renewing(header.and_then(|h| h.renew_ms), &nodes, &ends, &faults, &windows));
+    let validity = acquisition::within_validity(header.and_then(|h| h.ttl_ms), &renewing, &windows);
+    properties.push(declared.renewal_property(validity));
+    let renewed = keeps_renewing(header.and_then(|h| h.renew_ms), &renewing, &ends, &faults, &windows);
+    properties.push(declared.renewal_property(renewed));
     properties.push(single_writer(&audit, &windows));
     properties.push(cleanup(&audit));
     let live = liveness(header, (&nodes, &audit), (&faults, &windows), end_ns);
@@ -778,3 +784,4 @@ mod measure;
 mod drift;
 
 mod acquisition;
+mod declared;

@@ -87,6 +87,8 @@ async fn serve(
             Some(label) => format!("leasequake-node {} ({label})", env!("CARGO_PKG_VERSION")),
             None => format!("leasequake-node {}", env!("CARGO_PKG_VERSION")),
         },
+        lease_key: None,
+        renewals: None,
     });
     let (env, renewal_thread, end_tx) = ProcessEnv::start(&config.redis_url, &config.store_addr)?;
     let commands = lines.map(|l| {

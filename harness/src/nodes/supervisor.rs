@@ -146,10 +146,17 @@ impl NodeProcess {
         let name = node.clone();
         tokio::spawn(async move {
             let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(LINE_LIMIT));
+            // The version the node announced (the strictest token rule until it has).
+            let mut protocol = PROTOCOL_VERSION_MIN;
             while let Some(line) = lines.next().await {
                 let received_ns = mono_ns();
                 let line = match line {
-                    Ok(l) => parse_event(&l).and_then(|e| token_rule(&name, e, &l)),
+                    Ok(l) => parse_event(&l).and_then(|e| {
+                        if let EventKind::Hello { protocol: p, .. } = &e.kind {
+                            protocol = *p;
+                        }
+                        token_rule(&name, protocol, e, &l)
+                    }),
                     Err(e) => Err(Garbage { raw: String::new(), why: e.to_string() }),
                 };
                 if events.send(Received { node: name.clone(), incarnation, received_ns, line }).await.is_err() {
@@ -223,21 +230,43 @@ impl Drop for NodeProcess {
 pub fn parse_event(line: &str) -> Result<NodeEvent, Garbage> {
     let garbage = |why: String| Garbage { raw: line.chars().take(200).collect(), why };
     let event: NodeEvent = serde_json::from_str(line).map_err(|e| garbage(e.to_string()))?;
-    if let EventKind::Hello { protocol, .. } = &event.kind {
+    if let EventKind::Hello { protocol, lease_key, renewals, .. } = &event.kind {
         if !protocol_supported(*protocol) {
             return Err(garbage(format!(
                 "node speaks protocol {protocol}, the harness {PROTOCOL_VERSION_MIN} to {PROTOCOL_VERSION}"
             )));
         }
+        if *protocol < 3 && (lease_key.is_some() || renewals.is_some()) {
+            return Err(garbage(format!(
+                "`lease_key` and `renewals` in `hello` are protocol 3; the node announced protocol {protocol}"
+            )));
+        }
+        if let Some(why) = lease_key.as_deref().and_then(key_problem) {
+            return Err(garbage(why));
+        }
     }
     Ok(event)
 }
 
+/// Why `key` cannot be a declared lease key: the harness sends it to `redis-cli` as one word.
+fn key_problem(key: &str) -> Option<String> {
+    let bad = key.is_empty() || key.len() > KEY_MAX_BYTES || key.chars().any(|c| c.is_whitespace() || c.is_control());
+    bad.then(|| {
+        format!(
+            "lease_key {:?}: a key is 1 to {KEY_MAX_BYTES} bytes with no whitespace or control characters",
+            key.chars().take(80).collect::<String>()
+        )
+    })
+}
+
+/// The longest lease key a node may declare, in bytes.
+const KEY_MAX_BYTES: usize = 512;
+
 /// An event whose token breaks the token rule (docs/node-protocol.md) is refused as garbage, which
 /// makes the run inconclusive with the reason: the harness follows a node's lease in Redis by its
 /// token's prefix and would otherwise read the node's key as nobody's.
-fn token_rule(node: &str, event: NodeEvent, line: &str) -> Result<NodeEvent, Garbage> {
-    match event.kind.token().and_then(|t| leasequake_reports::history::token_problem(node, t)) {
+fn token_rule(node: &str, protocol: u32, event: NodeEvent, line: &str) -> Result<NodeEvent, Garbage> {
+    match event.kind.token().and_then(|t| leasequake_reports::history::token_problem(node, t, protocol)) {
         Some(why) => Err(Garbage { raw: line.chars().take(200).collect(), why }),
         None => Ok(event),
     }
@@ -250,14 +279,17 @@ mod tests {
     #[test]
     fn a_token_that_does_not_name_its_node_is_refused_with_the_rule() {
         let line = r#"{"mono_ns":1,"round":1,"type":"acquired","token":"lock:5f3a","fence":1}"#;
-        let why = token_rule("n1", parse_event(line).unwrap(), line).unwrap_err().why;
+        let why = token_rule("n1", 2, parse_event(line).unwrap(), line).unwrap_err().why;
         assert!(why.contains("`n1/`") && why.contains("docs/node-protocol.md"), "{why}");
+        assert!(token_rule("n1", 3, parse_event(line).unwrap(), line).is_ok(), "protocol 3 lifts the prefix rule");
         let line = r#"{"mono_ns":1,"round":1,"type":"acquired","token":"n12/1/0/x","fence":1}"#;
-        assert!(token_rule("n1", parse_event(line).unwrap(), line).is_err(), "n12 is not n1");
+        assert!(token_rule("n1", 1, parse_event(line).unwrap(), line).is_err(), "n12 is not n1");
         let line = r#"{"mono_ns":1,"round":1,"type":"acquired","token":"n1/1/0/x","fence":1}"#;
-        assert!(token_rule("n1", parse_event(line).unwrap(), line).is_ok());
+        assert!(token_rule("n1", 2, parse_event(line).unwrap(), line).is_ok());
+        let line = r#"{"mono_ns":1,"round":1,"type":"acquired","token":"a b","fence":1}"#;
+        assert!(token_rule("n1", 3, parse_event(line).unwrap(), line).is_err(), "whitespace, under any version");
         let line = r#"{"mono_ns":1,"round":1,"type":"stopped"}"#;
-        assert!(token_rule("n1", parse_event(line).unwrap(), line).is_ok(), "no token, nothing to check");
+        assert!(token_rule("n1", 1, parse_event(line).unwrap(), line).is_ok(), "no token, nothing to check");
     }
 
     #[test]
@@ -271,12 +303,19 @@ mod tests {
         let old =
             parse_event(r#"{"mono_ns":1,"round":0,"type":"hello","protocol":0,"implementation":"x"}"#).unwrap_err();
         assert!(old.why.contains("protocol 0"));
-        for version in [1, 2] {
+        for version in [1, 2, 3] {
             let line = format!(r#"{{"mono_ns":1,"round":0,"type":"hello","protocol":{version},"implementation":"x"}}"#);
             assert!(parse_event(&line).is_ok(), "protocol {version} is spoken");
         }
         let newer =
-            parse_event(r#"{"mono_ns":1,"round":0,"type":"hello","protocol":3,"implementation":"x"}"#).unwrap_err();
-        assert!(newer.why.contains("protocol 3"), "{newer:?}");
+            parse_event(r#"{"mono_ns":1,"round":0,"type":"hello","protocol":4,"implementation":"x"}"#).unwrap_err();
+        assert!(newer.why.contains("protocol 4"), "{newer:?}");
+        let declared = r#"{"mono_ns":1,"round":0,"type":"hello","protocol":3,"implementation":"x","lease_key":"lock:t1","renewals":"hidden"}"#;
+        assert!(parse_event(declared).is_ok());
+        let early = parse_event(&declared.replace("\"protocol\":3", "\"protocol\":2")).unwrap_err();
+        assert!(early.why.contains("protocol 3"), "{early:?}");
+        let spaced = parse_event(&declared.replace("lock:t1", "lock t1")).unwrap_err();
+        assert!(spaced.why.contains("lease_key"), "{spaced:?}");
+        assert!(parse_event(&declared.replace("hidden", "sometimes")).is_err(), "renewals: reported or hidden");
     }
 }

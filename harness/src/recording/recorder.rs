@@ -4,11 +4,12 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasequake_reports::history::{EventKind, HistoryLine};
+use leasequake_reports::history::HistoryLine;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::env::Environment;
 use crate::error::HarnessError;
+use crate::holders::Holders;
 use crate::supervisor::Received;
 
 /// The history of a run in progress (cheap to clone: every clone appends to the same lines).
@@ -32,22 +33,20 @@ impl Recorder {
     }
 }
 
-/// The node collector: every node line into the history (tracking the current owner, for faults
-/// aimed at "owner"), then to whoever listens (the router, the probes that wait for one). Ends
+/// The node collector: every node line into the history (and into the run's view of the lease:
+/// its declared key, its tokens and current owner), then to whoever listens (the router, the probes that wait for one). Ends
 /// when every sender is gone (the nodes stopped).
 pub(crate) async fn collect(
     mut rx: mpsc::Receiver<Received>,
     rec: Recorder,
-    owner: Arc<Mutex<Option<String>>>,
+    lease: Arc<Holders>,
     events: broadcast::Sender<Arc<Received>>,
 ) {
     while let Some(r) = rx.recv().await {
         let r = Arc::new(r);
         let line = match &r.line {
             Ok(event) => {
-                if let EventKind::Acquired { .. } = &event.kind {
-                    *owner.lock().unwrap_or_else(PoisonError::into_inner) = Some(r.node.clone());
-                }
+                lease.saw(&r.node, &event.kind);
                 HistoryLine::Node {
                     node: r.node.clone(),
                     incarnation: r.incarnation,

@@ -6,6 +6,7 @@
 //! in this process or in parallel child processes.
 
 pub(crate) mod fault;
+pub mod holders;
 pub mod observer;
 pub mod progress;
 pub mod run;

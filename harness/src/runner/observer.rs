@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::mono_ns;
 use crate::env::Environment;
+use crate::holders::{Holder, Holders};
 use crate::scenario::Observed;
 use crate::watch::Push;
 
@@ -22,21 +23,21 @@ const EVERY: Duration = Duration::from_millis(250);
 /// (a full queue drops a sighting: a trigger then waits for the next).
 pub async fn observe(
     env: &Environment,
-    key: &str,
+    lease: &Holders,
     push: Push<'_>,
     seen: mpsc::Sender<Observed>,
     stop: &CancellationToken,
 ) {
     tokio::join!(
-        instance(env, "redis-primary", key, push, seen.clone(), stop),
-        instance(env, "redis-replica", key, push, seen, stop)
+        instance(env, "redis-primary", lease, push, seen.clone(), stop),
+        instance(env, "redis-replica", lease, push, seen, stop)
     );
 }
 
 async fn instance(
     env: &Environment,
     instance: &'static str,
-    key: &str,
+    lease: &Holders,
     push: Push<'_>,
     seen: mpsc::Sender<Observed>,
     stop: &CancellationToken,
@@ -46,9 +47,10 @@ async fn instance(
     // Bounded by the run (stop).
     while !stop.is_cancelled() {
         let began_ns = mono_ns();
-        let sample = sample(env, instance, key).await;
+        // The key is read anew each time: the nodes' `hello` may declare another.
+        let sample = sample(env, instance, &lease.key()).await;
         if sample.error.is_none() {
-            for sighting in observed(prev.as_ref().map(|(p, b)| (p, *b)), &sample) {
+            for sighting in observed(prev.as_ref().map(|(p, b)| (p, *b)), &sample, lease) {
                 let _ = seen.try_send(sighting);
             }
             prev = Some((sample.clone(), began_ns));
@@ -98,16 +100,18 @@ async fn sample(env: &Environment, instance: &'static str, key: &str) -> Observe
 /// allows for the run-out (its GET ran after its exec began: exec start + PTTL). Samples are
 /// hundreds of ms apart and an exec takes up to hundreds on a loaded machine, so the clock
 /// readings decide, not a threshold; a lease that releases at its own deadline, a few ms before
-/// its key would run out, counts as expired too. A release a renewal interval early does not.
-pub(crate) fn observed(prev: Option<(&ObserverSample, u64)>, now: &ObserverSample) -> Vec<Observed> {
+/// its key would run out, counts as expired too. A release a renewal interval early does not. A
+/// key whose value is no node's token (`lease`) is no sighting: whose lease ran out is unknown.
+pub(crate) fn observed(prev: Option<(&ObserverSample, u64)>, now: &ObserverSample, lease: &Holders) -> Vec<Observed> {
     let Some((prev, prev_began_ns)) = prev else { return Vec::new() };
     let mut seen = Vec::new();
     if now.instance == "redis-primary" {
         if let (Some(held), Some(ttl)) = (&prev.holder, prev.ttl_ms.and_then(|t| u64::try_from(t).ok())) {
             let runs_out_ns = prev_began_ns.saturating_add(ttl.saturating_mul(1_000_000));
             if runs_out_ns <= now.at_ns && now.holder.as_ref() != Some(held) {
-                let node = held.split('/').next().unwrap_or_default().to_owned();
-                seen.push(Observed::KeyExpired { node });
+                if let Holder::Node(node) = lease.holder(held) {
+                    seen.push(Observed::KeyExpired { node });
+                }
             }
         }
     }

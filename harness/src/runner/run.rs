@@ -27,6 +27,7 @@ use crate::env::{EnvConfig, Environment, PROXY_PORT_BASE};
 use crate::error::HarnessError;
 use crate::fault;
 use crate::history::{seal, write, write_atomically, HISTORY_FILE, VERDICTS_FILE};
+use crate::holders::Holders;
 use crate::image::{ensure, resolve, ImageSpec};
 use crate::progress::Progress;
 use crate::recorder::{collect, read_audit, temporary_collections_left, Recorder};
@@ -295,15 +296,8 @@ impl Ctx<'_> {
     }
 
     /// What the faults act on and probe through.
-    fn world(&self) -> fault::World<'_> {
-        fault::World {
-            s: self.s,
-            env: self.env,
-            proxy: &self.proxy,
-            dir: self.dir,
-            key: leasequake_reports::history::lease_key(&self.tenant),
-            events: &self.events,
-        }
+    fn world<'w>(&'w self, lease: &'w Holders) -> fault::World<'w> {
+        fault::World { s: self.s, env: self.env, proxy: &self.proxy, dir: self.dir, lease, events: &self.events }
     }
 
     /// The environment a node starts with: only when the schedule moves a node's wall clock, the
@@ -600,8 +594,8 @@ async fn drive(
     let router_rx = ctx.events.subscribe();
     let mut fleet = Fleet::start(&ctx)?;
     opts.progress.phase(&format!("running ({} nodes, {} s)", s.nodes.count, s.duration_s));
-    let owner: Arc<Mutex<Option<String>>> = Arc::default();
-    let collector = tokio::spawn(collect(rx, lines.clone(), owner.clone(), events));
+    let lease = Arc::new(Holders::new(&ctx.tenant, s.nodes.count));
+    let collector = tokio::spawn(collect(rx, lines.clone(), lease.clone(), events));
 
     // The observer (who holds the key on each instance) and what it saw, for the triggers that
     // follow it (`key_expired`, `role_changed`); the environment's own changes (containers,
@@ -609,8 +603,8 @@ async fn drive(
     let stop = CancellationToken::new();
     let (seen_tx, seen_rx) = mpsc::channel::<Observed>(64);
     let pushed = |l: HistoryLine| lines.push(l);
-    let world = ctx.world();
-    let observer = crate::observer::observe(env, &world.key, &pushed, seen_tx, &stop);
+    let world = ctx.world(&lease);
+    let observer = crate::observer::observe(env, &lease, &pushed, seen_tx, &stop);
     let watcher = crate::watch::watch(env, s.nodes.count, &pushed, &stop);
     let armed: Arc<Mutex<Vec<Armed>>> = Arc::default();
     let (hits, hit_rx) = mpsc::channel::<Hit>(16);
@@ -623,7 +617,7 @@ async fn drive(
         hits,
     };
     let router = route(routes, stop.clone());
-    let timeline = Timeline::new(&ctx, &world, &lines, &opts.progress, &owner, &armed);
+    let timeline = Timeline::new(&ctx, &world, &lines, &opts.progress, &armed);
     let schedule = async {
         let out = timeline.run(&mut fleet, hit_rx, &cancel).await;
         stop.cancel();
@@ -694,8 +688,8 @@ fn node_index(target: &str) -> u32 {
     target.strip_prefix('n').and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
-fn resolve_target(f: &Fault, owner: &Mutex<Option<String>>, count: u32) -> String {
-    let owner = || owner.lock().unwrap_or_else(PoisonError::into_inner).clone();
+fn resolve_target(f: &Fault, lease: &Holders, count: u32) -> String {
+    let owner = || lease.owner();
     match f.target.as_deref() {
         Some("owner") => owner().unwrap_or_else(|| "n1".into()),
         Some("non-owner") => {

@@ -308,7 +308,7 @@ impl World {
             Some(label) => format!("leasequake-node (sim, {label})"),
             None => "leasequake-node (sim)".into(),
         };
-        emitter.emit(EventKind::Hello { protocol: PROTOCOL_VERSION, implementation });
+        emitter.emit(EventKind::Hello { protocol: PROTOCOL_VERSION, implementation, lease_key: None, renewals: None });
         let (commands, commands_rx) = mpsc::channel::<NodeCommand>(16);
         let _ = commands.try_send(NodeCommand::Start);
         let stream =

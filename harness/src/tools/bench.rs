@@ -240,8 +240,8 @@ async fn partition_figures(
     let scenario = one_partition()?;
     let events = tokio::sync::broadcast::channel(1).0;
     let dir = std::env::temp_dir();
-    let key = "leasequake:{bench}:lease".into();
-    let world = crate::fault::World { s: &scenario, env, proxy, dir: &dir, key, events: &events };
+    let lease = crate::holders::Holders::new("bench", scenario.nodes.count);
+    let world = crate::fault::World { s: &scenario, env, proxy, dir: &dir, lease: &lease, events: &events };
     let f = &scenario.faults[0];
     let (mut cut, mut heal) = (Vec::new(), Vec::new());
     for id in (1..).take(samples) {

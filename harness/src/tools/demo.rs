@@ -58,6 +58,8 @@ pub struct Tally {
     pub garbage: usize,
     /// Fences of the accepted alias switches, in arrival order (must rise).
     pub alias_fences: Vec<u64>,
+    /// The nodes that sent any line.
+    pub spoke: std::collections::BTreeSet<String>,
 }
 
 impl Tally {
@@ -66,6 +68,7 @@ impl Tally {
     pub fn of(history: &[Received], audit: &[AuditRecord]) -> Self {
         let mut t = Tally { audit_records: audit.len(), ..Tally::default() };
         for r in history {
+            t.spoke.insert(r.node.clone());
             let Ok(e) = &r.line else {
                 t.garbage += 1;
                 continue;
@@ -91,10 +94,25 @@ impl Tally {
     /// Every write accounted for, fences rising, nothing unreadable, at least one sync.
     #[must_use]
     pub fn healthy(&self) -> bool {
-        self.unaccounted.is_empty()
-            && self.garbage == 0
-            && self.alias_fences.windows(2).all(|w| w[0] < w[1])
-            && self.syncs.values().sum::<u64>() > 0
+        self.problem().is_none()
+    }
+
+    /// Why the demo is not OK, or None.
+    #[must_use]
+    pub fn problem(&self) -> Option<&'static str> {
+        if self.spoke.is_empty() {
+            return Some("no node sent a line: the node command failed or exited at once");
+        }
+        if self.garbage > 0 {
+            return Some("a node sent lines that are not protocol events");
+        }
+        if !self.unaccounted.is_empty() {
+            return Some("acknowledged writes are missing from the store's audit log");
+        }
+        if !self.alias_fences.windows(2).all(|w| w[0] < w[1]) {
+            return Some("the alias fences did not rise");
+        }
+        (self.syncs.values().sum::<u64>() == 0).then_some("no node finished a sync")
     }
 }
 

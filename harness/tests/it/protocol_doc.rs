@@ -68,11 +68,11 @@ fn the_protocol_doc_names_every_key_token_rule_op_and_event_field_the_harness_re
     }
     assert!(doc.contains(&format!("at most {TOKEN_MAX_BYTES} bytes")), "the token length rule");
     assert!(doc.contains("starts with the node's name and a slash"), "the token prefix rule");
-    // The doc's examples keep the rule they state (every example is node n1's).
+    // The doc's examples keep the strictest rule (protocol 2's; every example is node n1's).
     for e in blocks("event") {
         let parsed: NodeEvent = serde_json::from_str(&e).unwrap();
         if let Some(t) = parsed.kind.token() {
-            assert_eq!(token_problem("n1", t), None, "{e}");
+            assert_eq!(token_problem("n1", t, 2), None, "{e}");
         }
     }
     for op in StoreOp::ALL {
@@ -95,11 +95,11 @@ fn the_protocol_doc_names_every_key_token_rule_op_and_event_field_the_harness_re
 /// every field (a new field does not compile until it is here), and the exhaustive match names
 /// every kind (a new kind does not compile until it is counted).
 fn every_event_with_every_field() -> Vec<(String, Vec<String>)> {
-    use leasequake_reports::history::{EventKind as K, StoreOp};
+    use leasequake_reports::history::{EventKind as K, Renewals, StoreOp};
     let t = || "n1/1/0/x".to_owned();
     let s = || "x".to_owned();
     let all = [
-        K::Hello { protocol: 2, implementation: s() },
+        K::Hello { protocol: 3, implementation: s(), lease_key: Some(s()), renewals: Some(Renewals::Reported) },
         K::AcquireAttempt,
         K::Acquired { token: t(), fence: 1, sent_ns: Some(1) },
         K::AcquireTimedOut { reason: s() },

@@ -12,12 +12,12 @@ and checks the loss under the lease's lock, and reports that reading as `decided
 `--bug NAME` turns it into one of the buggy implementations the checker's tests run (BUGS below):
 each is one realistic mistake, the rest of the node unchanged.
 
-`--lock redis-py` takes the lock from a library instead (docs/libraries.md): redis-py's
-`redis.lock.Lock` acquires (`acquire(token=...)`), renews (`extend(..., replace_ttl=True)`, every
-renewal interval, from this node's renewal thread: the library has no renewal of its own), checks
-ownership (`owned()`) and releases (`release()`), as its documentation has a long-running job do;
-the pipeline, the local validity and the protocol stay this node's. Every place the library forced
-a deviation says so ("library:")."""
+`--lock NAME` takes the lock from a library instead (locks.py, docs/libraries.md): its acquire,
+renewal (the node's renewal thread calling the library's extend, or the library's own hidden
+renewal, declared in `hello`: protocol 3), ownership check and release, as its documentation has a
+long-running job use them; the pipeline and the protocol stay this node's. A lock whose renewals
+the node cannot see leaves it no local validity: it trusts the library, as the library's users do.
+Every place a library forced a deviation says so ("library:")."""
 
 import argparse
 import http.client
@@ -31,34 +31,22 @@ import time
 
 import redis
 
-ACQUIRE = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('INCR', KEYS[2])}
-end
-return {0, redis.call('PTTL', KEYS[1])}
-"""
-RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
+from locks import LOCKS
 NAMES = {1: "after-prepare", 2: "between-batches", 3: "before-create", 4: "after-create",
          5: "before-switch", 6: "after-switch", 7: "before-persist"}
 
-PROTOCOL = 2
+PROTOCOL = 3  # 3: `hello` declares a library's key and hidden renewals
 BUGS = {
     "release-then-write": "drops the previous live collection after releasing the lease",
     "leaked-watchdog": "an aborted round leaves its renewal running and its lease unreleased",
     "validity-from-reply": "counts its validity from when a reply arrived, not when it was sent",
     "no-deadline": "has no local validity deadline: only checks and renewals end ownership",
     "wall-clock-deadline": "keeps its deadline on the wall clock (time.time()), which NTP can step",
-    "foreign-token": "names its tokens as a lock library might (lock:<nonce>:<seq>), not <node>/...",
+    "foreign-token": "names its tokens as a lock library might (lock:<nonce>:<seq>) but speaks protocol 2, "
+                     "whose token rule refuses them",
 }
 BUG = None
-LOCK = "own"  # or "redis-py": redis.lock.Lock
+LOCK = "own"  # or a library of locks.LOCKS
 
 out_lock = threading.Lock()
 state = {"round": 0}
@@ -88,13 +76,11 @@ class Lost(Exception):
 class Lease:
     """One acquisition: renewal thread, local validity, sticky loss, checkpoints, release."""
 
-    def __init__(self, r, cfg, token, fence, stall, basis, sent_ns, lock=None):
-        """`basis`: the acquire's (send, reply) on the deadline clock; `sent_ns`: its send's
-        monotonic stamp, the one reported."""
-        self.r, self.cfg, self.token, self.fence, self.stall = r, cfg, token, fence, stall
-        self.library_lock = lock  # a redis.lock.Lock under --lock redis-py
-        prefix = "leasequake:{%s}" % cfg["tenant"]
-        self.key = prefix + ":lease"
+    def __init__(self, cfg, held, fence, stall, basis, sent_ns, renewals):
+        """`held`: the lock (locks.py); `basis`: the acquire's (send, reply) on the deadline clock;
+        `sent_ns`: its send's monotonic stamp, the one reported; `renewals`: the lock's."""
+        self.cfg, self.held, self.token, self.fence, self.stall = cfg, held, held.token, fence, stall
+        self.hidden = renewals == "hidden"
         lease = cfg["lease"]
         self.ttl_ns = lease["ttl_ms"] * 1_000_000
         self.renew_ns = lease["renew_ms"] * 1_000_000
@@ -108,10 +94,12 @@ class Lease:
         self.lost_event = threading.Event()
         self.lock = threading.RLock()
         self.stop = threading.Event()
-        threading.Thread(target=self.renew_loop, daemon=True).start()
+        if not self.hidden:
+            threading.Thread(target=self.renew_loop, daemon=True).start()
 
     def deadline_ns(self):
-        if BUG == "no-deadline":
+        # A lock that renews out of sight gives the node no validity to count: it trusts the lock.
+        if BUG == "no-deadline" or self.hidden:
             return float("inf")
         return self.confirmed_ns + self.ttl_ns - self.margin_ns
 
@@ -130,6 +118,9 @@ class Lease:
         the lock held, and emit the decision's event before releasing it."""
         decided = now_ns()
         vnow = deadline_clock_ns()
+        gone = self.held.lost()  # the library's own word, where it has one
+        if gone is not None:
+            self.lose(gone, checkpoint)
         if self.lost is not None:
             raise Lost(self.lost)
         if vnow >= self.deadline_ns():
@@ -151,7 +142,11 @@ class Lease:
                 with self.lock:
                     self.decide()  # raises Lost("expired"), unless a renewal just moved the deadline
                 continue
-            if self.lost_event.wait(min(end - now, deadline - vnow) / 1e9):
+            if self.hidden and self.held.lost() is not None:
+                with self.lock:
+                    self.decide()  # raises Lost with the library's word
+            slice_ns = min(end - now, deadline - vnow, 50_000_000 if self.hidden else end - now)
+            if self.lost_event.wait(slice_ns / 1e9):
                 raise Lost(self.lost)
 
     def renew_loop(self):
@@ -191,13 +186,7 @@ class Lease:
 
     def renew_once(self, ttl):
         """One owner-compared renewal: 1 renewed, 0 not the owner; RedisError on no answer."""
-        if self.library_lock is None:
-            return self.r.eval(RENEW, 1, self.key, self.token, ttl)
-        try:
-            # library: extend() adds to the remaining ttl unless replace_ttl; it takes seconds.
-            return 1 if self.library_lock.extend(ttl / 1000, replace_ttl=True) else 0
-        except redis.exceptions.LockNotOwnedError:
-            return 0
+        return 1 if self.held.renew(ttl) else 0
 
     def ensure_owned(self, n):
         with self.lock:
@@ -207,43 +196,29 @@ class Lease:
         except redis.RedisError:
             self.lose("read_error", n)
             raise Lost("read_error")
-        if holder is None:
+        if holder == "missing":
             self.lose("key_missing", n)
-        elif holder != self.token:
-            self.lose("held_by_other", n)
+        elif holder != "mine":
+            self.lose("held_by_other", n)  # another's, or (a library that cannot tell) not ours
         if self.lost is not None:
             raise Lost(self.lost)
 
     def holder(self):
-        """The key's token, None if there is none; with the library, this token or "another"."""
-        if self.library_lock is None:
-            held = self.r.get(self.key)
-            return None if held is None else held.decode()
-        # library: owned() says only yes or no, so a missing key reads as another's
-        # (held_by_other, not key_missing).
-        return self.token if self.library_lock.owned() else "another"
+        """"mine", "missing", "another" or "not_mine" (locks.py)."""
+        return self.held.owned()
 
     def release(self):
         self.stop.set()
         try:
-            if self.library_lock is not None:
-                try:
-                    self.library_lock.release()
-                    return "deleted"
-                except redis.exceptions.LockNotOwnedError:
-                    return "not_owner"
-            deleted = self.r.eval(RELEASE, 1, self.key, self.token)
-            return "deleted" if deleted == 1 else "not_owner"
+            return self.held.release()
         except redis.RedisError as e:
             return "error: %s" % type(e).__name__
 
 
 class Node:
-    def __init__(self, cfg, commands):
-        self.cfg, self.commands = cfg, commands
-        lease = cfg["lease"]
-        self.r = redis.Redis.from_url(cfg["redis_url"], socket_timeout=lease["command_timeout_ms"] / 1000,
-                                      socket_connect_timeout=1)
+    def __init__(self, cfg, commands, locks):
+        self.cfg, self.commands, self.locks = cfg, commands, locks
+        self.r = locks.r
         self.nonce = os.urandom(8).hex()
         self.seq = 0
         self.call = 0
@@ -265,6 +240,9 @@ class Node:
             self.stopped = True
         elif kind == "stall_renewal":
             self.stall["until_ns"] = now_ns() + cmd["ms"] * 1_000_000
+            if self.locks.renewals == "hidden":
+                # library: its renewal runs on its own thread; the node cannot stall it.
+                print("stall_renewal: the lock renews out of this node's reach", file=sys.stderr)
         elif kind == "slow_model":
             self.slow_model_ms = cmd["ms"]
         elif kind == "go":
@@ -281,16 +259,10 @@ class Node:
             self.seq += 1
             sent, vsent = now_ns(), deadline_clock_ns()
             try:
-                if LOCK == "redis-py":
-                    got = self.acquire_library(prefix, token, lease["ttl_ms"], (sent, vsent))
-                    if got is not None:
-                        return got
-                    reason = "held by another node"
-                else:
-                    won, value = self.r.eval(ACQUIRE, 2, prefix + ":lease", prefix + ":fence", token, lease["ttl_ms"])
-                    if won == 1:
-                        return Lease(self.r, self.cfg, token, value, self.stall, (vsent, deadline_clock_ns()), sent)
-                    reason = "held by another node for %s ms" % value
+                held = self.locks.acquire(token, lease["ttl_ms"])
+                if held is not None:
+                    return self.holding(held, prefix, (sent, vsent))
+                reason = "held by another node"
             except redis.RedisError as e:
                 reason = "redis error: %s" % type(e).__name__
             if time.monotonic() >= deadline:
@@ -299,26 +271,22 @@ class Node:
             self.poll(self.rng.uniform(0.005, 0.05))
         return None
 
-    def acquire_library(self, prefix, token, ttl_ms, sent):
-        """redis-py's Lock: SET NX PX with this node's token (the protocol's token rule); None when
-        another holds it."""
-        # library: the lock's token lives in a thread-local by default, and the renewal runs on
-        # another thread, which would see no token: thread_local=False, as its docs advise then.
-        lock = self.r.lock(prefix + ":lease", timeout=ttl_ms / 1000, blocking=False, thread_local=False)
-        if not lock.acquire(blocking=False, token=token):
-            return None
-        # library: no fence; the counter is a second command, not atomic with the acquire (a
-        # crash between them leaves a lease without a fence, released at once below).
-        try:
-            fence = self.r.incr(prefix + ":fence")
-        except redis.RedisError:
+    def holding(self, held, prefix, sent):
+        """The Lease of a lock just acquired, with its fence: the lock's, else the counter's."""
+        fence = held.fence
+        if fence is None:
+            # library: no fence; the counter is a second command, not atomic with the acquire (a
+            # crash between them leaves a lease without a fence, released at once below).
             try:
-                lock.release()
+                fence = self.r.incr(prefix + ":fence")
             except redis.RedisError:
-                pass
-            raise
+                try:
+                    held.release()
+                except redis.RedisError:
+                    pass
+                raise
         sent_ns, vsent = sent
-        return Lease(self.r, self.cfg, token, fence, self.stall, (vsent, deadline_clock_ns()), sent_ns, lock=lock)
+        return Lease(self.cfg, held, fence, self.stall, (vsent, deadline_clock_ns()), sent_ns, self.locks.renewals)
 
     def store(self, lease, op, fence, collection=None, points=0, tolerate=()):
         self.call += 1
@@ -477,8 +445,8 @@ def main():
     global BUG, LOCK
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bug", choices=sorted(BUGS), help="run one of the buggy implementations")
-    parser.add_argument("--lock", choices=["own", "redis-py"], default="own",
-                        help="the lease's own Lua scripts, or redis-py's redis.lock.Lock")
+    parser.add_argument("--lock", choices=sorted(LOCKS), default="own",
+                        help="the lease's own Lua scripts, or a lock library's lock (locks.py)")
     args = parser.parse_args()
     BUG, LOCK = args.bug, args.lock
     first = sys.stdin.readline()
@@ -487,15 +455,27 @@ def main():
     cfg = json.loads(first)
     # The harness offers a range of versions: `protocol` (oldest) to `protocol_max` (newest).
     offered = range(cfg.get("protocol", 0), cfg.get("protocol_max", cfg.get("protocol", 0)) + 1)
-    if cfg.get("type") != "config" or PROTOCOL not in offered:
-        emit("error", message="expected a config line offering protocol %d" % PROTOCOL)
+    if cfg.get("type") != "config" or 2 not in offered and PROTOCOL not in offered:
+        emit("error", message="expected a config line offering protocol 2 or %d" % PROTOCOL)
         return 2
-    name = "python-node 0.2 (redis-py %s)" % redis.__version__
-    if LOCK == "redis-py":
-        name = "python-node 0.2 on redis-py %s redis.lock.Lock" % redis.__version__
+    lease = cfg["lease"]
+    r = redis.Redis.from_url(cfg["redis_url"], socket_timeout=lease["command_timeout_ms"] / 1000,
+                             socket_connect_timeout=1)
+    locks = LOCKS[LOCK](r, cfg)
+    name = "python-node 0.3 (%s)" % locks.implementation if LOCK == "own" else \
+        "python-node 0.3 on %s" % locks.implementation
     if BUG:
         name += " (bug: %s)" % BUG
-    emit("hello", protocol=PROTOCOL, implementation=name)
+    # The newest version both speak; a lock with declarations to make needs 3.
+    hello = {"protocol": PROTOCOL if PROTOCOL in offered and BUG != "foreign-token" else 2, "implementation": name}
+    if locks.key != "leasequake:{%s}:lease" % cfg["tenant"]:
+        hello["lease_key"] = locks.key
+    if locks.renewals == "hidden":
+        hello["renewals"] = "hidden"
+    if hello["protocol"] < 3 and len(hello) > 2:
+        emit("error", message="--lock %s declares its key or renewals: it needs protocol 3" % LOCK)
+        return 2
+    emit("hello", **hello)
     commands = queue.Queue(maxsize=256)
 
     def read_stdin():
@@ -507,7 +487,7 @@ def main():
         commands.put({"type": "eof"})  # the parent is gone
 
     threading.Thread(target=read_stdin, daemon=True).start()
-    node = Node(cfg, commands)
+    node = Node(cfg, commands, locks)
     while True:  # wait for start or stop
         cmd = commands.get()
         if cmd.get("type") == "start":

@@ -963,3 +963,61 @@ fn environment_changes_a_fault_explains_or_that_only_inform_leave_the_verdict_al
         .end();
     assert_eq!(check(&told).verdict, Verdict::Pass, "{:?}", check(&told).inconclusive);
 }
+
+/// A `hello` of protocol 3 declaring `key` and `renewals`.
+fn hello(key: Option<&str>, renewals: Option<leasequake_reports::history::Renewals>) -> EventKind {
+    EventKind::Hello { protocol: 3, implementation: "lib".into(), lease_key: key.map(str::to_owned), renewals }
+}
+
+/// `node` says `hello`, acquires (sent at the acquire), reports no renewal and decides 500 ms later:
+/// past a ttl of 300 ms and 2.5 renewal intervals of 100 ms.
+fn works_unrenewed(h: H, node: &str, hello: EventKind, fence: u64) -> H {
+    let t = token(node, fence);
+    let mut h = h.event(node, hello);
+    let sent = h.t + MS;
+    h = h.event(node, EventKind::Acquired { token: t.clone(), fence, sent_ns: Some(sent) }).wait(500);
+    let decided = h.t + MS;
+    h.event(node, EventKind::CheckpointPassed { token: t, number: 3, decided_ns: Some(decided) })
+}
+
+#[test]
+fn a_node_that_cannot_see_its_renewals_is_not_judged_on_them_one_that_can_is() {
+    use leasequake_reports::history::Renewals;
+    let timed = || {
+        let mut h = H::renewing_every(100);
+        if let HistoryLine::Header(hd) = &mut h.lines[0] {
+            hd.ttl_ms = Some(300);
+        }
+        h
+    };
+    let reported = works_unrenewed(timed(), "n1", hello(None, Some(Renewals::Reported)), 1).end();
+    assert_eq!(status(&reported, "keeps_renewing"), PropertyStatus::Violated);
+    assert_eq!(status(&reported, "within_validity"), PropertyStatus::Violated);
+    let hidden = works_unrenewed(timed(), "n1", hello(Some("lock:t"), Some(Renewals::Hidden)), 1).end();
+    let r = check(&hidden);
+    for name in ["keeps_renewing", "within_validity"] {
+        let p = r.properties.iter().find(|p| p.name == name).unwrap();
+        assert_eq!(p.status, PropertyStatus::NotApplicable, "{p:?}");
+        assert!(p.sentence.contains("n1 declared") && p.sentence.contains("renewals: hidden"), "{}", p.sentence);
+    }
+    // Beside a node that reports its renewals: that one is still judged, and caught.
+    let both = works_unrenewed(timed(), "n1", hello(Some("lock:t"), Some(Renewals::Hidden)), 1);
+    let both = works_unrenewed(both, "n2", hello(Some("lock:t"), None), 2).end();
+    let p = check(&both).properties.into_iter().find(|p| p.name == "keeps_renewing").unwrap();
+    assert_eq!(p.status, PropertyStatus::Violated, "{p:?}");
+    assert!(p.sentence.contains("n2 ") && p.sentence.contains("n1 declared"), "{}", p.sentence);
+}
+
+#[test]
+fn nodes_that_declare_different_lease_keys_make_the_run_inconclusive() {
+    let h = H::new().event("n1", hello(Some("lock:t"), None)).event("n2", hello(None, None)).round("n1", 1).end();
+    let r = check(&h);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{:?}", r.inconclusive);
+    assert!(
+        r.inconclusive.iter().any(|i| i.contains("n1: lock:t") && i.contains("n2: the protocol's")),
+        "{:?}",
+        r.inconclusive
+    );
+    let same = H::new().event("n1", hello(Some("lock:t"), None)).event("n2", hello(Some("lock:t"), None));
+    assert_eq!(check(&same.round("n1", 1).end()).verdict, Verdict::Pass);
+}

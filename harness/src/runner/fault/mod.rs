@@ -22,6 +22,7 @@ use tracing::warn;
 
 use crate::clock::mono_ns;
 use crate::env::Environment;
+use crate::holders::Holders;
 use crate::scenario::{Fault, FaultKind, Scenario};
 use crate::supervisor::{NodeHandle, Received};
 
@@ -37,8 +38,8 @@ pub(crate) struct World<'a> {
     pub proxy: &'a ProxyClient,
     /// The run directory (the nodes' clock files live in it).
     pub dir: &'a Path,
-    /// The lease key of the run's tenant.
-    pub key: String,
+    /// The lease key and whose each value in it is.
+    pub lease: &'a Holders,
     /// Every node event, for the probes that wait for one.
     pub events: &'a broadcast::Sender<Arc<Received>>,
 }

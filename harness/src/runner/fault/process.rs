@@ -10,6 +10,7 @@ use rustix::process::Signal;
 use tokio::sync::broadcast;
 
 use super::{unix_ms, Applied, Heal, Nodes, World};
+use crate::holders::Holder;
 use crate::procfs;
 use crate::scenario::Fault;
 use crate::supervisor::NodeHandle;
@@ -116,8 +117,7 @@ pub(super) async fn stall_renewal(w: &World<'_>, f: &Fault, node: Option<&NodeHa
 async fn verify_stalled(w: &World<'_>, node: &str) -> Result<String, String> {
     let (ttl, renew) = (w.s.lease.ttl_ms, w.s.renew_ms());
     let floor = ttl.saturating_sub(renew * 3 / 2);
-    let key = w.key.clone();
-    let prefix = format!("{node}/");
+    let key = w.lease.key();
     let began = Instant::now();
     let mut last = String::new();
     // The lease seen first: a node whose stalled lease expired may acquire a new one at once
@@ -133,9 +133,9 @@ async fn verify_stalled(w: &World<'_>, node: &str) -> Result<String, String> {
             .map_err(|e| e.to_string())?;
         let mut replies = out.lines().map(str::trim);
         let holder = replies.next().unwrap_or("");
-        unrecognised(w, holder)?;
+        unrecognised(w, holder).await?;
         let same = stalled.as_deref().is_none_or(|s| s == holder);
-        if !holder.starts_with(&prefix) || !same {
+        if !w.lease.held_by(holder, node) || !same {
             let holder = if holder.is_empty() { "nobody" } else { holder };
             return Ok(if stalled.is_none() {
                 format!(
@@ -159,17 +159,21 @@ async fn verify_stalled(w: &World<'_>, node: &str) -> Result<String, String> {
     Err(format!("{node} still renews its lease {} ms after the stall ({last})", began.elapsed().as_millis()))
 }
 
-/// A lease key holding a value that names none of the run's nodes (`n1/...`): whose it is cannot
-/// be told, so whether the fault reached the owner cannot either. Said, never read as "nobody".
-fn unrecognised(w: &World<'_>, holder: &str) -> Result<(), String> {
-    let ours = (1..=w.s.nodes.count).any(|i| holder.strip_prefix(&format!("n{i}")).is_some_and(|r| r.starts_with('/')));
-    if holder.is_empty() || ours {
-        return Ok(());
+/// A lease key holding a value that is none of the run's nodes' tokens: whose it is cannot be
+/// told, so whether the fault reached the owner cannot either. Said, never read as "nobody". A
+/// node's `acquired` reaches the harness a moment after its SET: an unknown value is looked up
+/// again for up to half a second before it counts as unrecognised.
+async fn unrecognised(w: &World<'_>, holder: &str) -> Result<(), String> {
+    for _ in 0..20 {
+        if !matches!(w.lease.holder(holder), Holder::Unknown(_)) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
     Err(format!(
-        "the lease key {} holds {:?}, which names none of the run's nodes (a token starts with the node's name and \
-         a slash, docs/node-protocol.md): the harness cannot tell whether the fault reached the owner",
-        w.key,
+        "the lease key {} holds {:?}, which is no token a node of the run reported (`acquired`, or a `node/` prefix \
+         under protocols 1 and 2: docs/node-protocol.md): the harness cannot tell whether the fault reached the owner",
+        w.lease.key(),
         leasequake_reports::printable(holder)
     ))
 }
@@ -207,11 +211,11 @@ pub(super) async fn slow_model(w: &World<'_>, f: &Fault, node: Option<&NodeHandl
     // Only the owner calls the model. A node that lost the lease (another fault took it)
     // has no model call to slow: said as such, as for a stalled renewal; a node that holds
     // the lease and made no slow call is a fault that did not take effect.
-    let key = w.key.clone();
+    let key = w.lease.key();
     let holder = w.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
     let holder = holder.trim();
-    unrecognised(w, holder)?;
-    if holder.starts_with(&format!("{}/", n.node())) {
+    unrecognised(w, holder).await?;
+    if w.lease.held_by(holder, n.node()) {
         return Err(format!(
             "{} holds the lease but made no model call of {} ms or more within {} ms",
             n.node(),

@@ -11,7 +11,7 @@ use crate::scenario::{Fault, Mode};
 /// `key_loss`: the lease key deleted on the primary.
 pub(super) async fn key_loss(w: &World<'_>) -> Result<String, String> {
     let env = w.env;
-    let key = w.key.clone();
+    let key = w.lease.key();
     // GET and DEL in one exec: the holder named is the one whose key went.
     let out =
         env.redis_cli_batch("redis-primary", &format!("GET {key}\nDEL {key}\n")).await.map_err(|e| e.to_string())?;
@@ -167,7 +167,7 @@ pub(super) async fn failover(w: &World<'_>, f: &Fault) -> Result<String, String>
     }
     let promoted_ms = began.elapsed().as_millis();
     // What the new primary knows of the lease (an acknowledged, unreplicated key is lost).
-    let new_holder = env.redis_cli("redis-replica", &["GET", &w.key]).await.unwrap_or_default();
+    let new_holder = env.redis_cli("redis-replica", &["GET", &w.lease.key()]).await.unwrap_or_default();
     let lost = match &unreplicated {
         Some(first) => lease_lost(w, first, new_holder.trim()).await?,
         None => String::new(),
@@ -238,11 +238,11 @@ pub(crate) async fn rejoin_primary(env: &Environment, primary: &str) -> Result<(
 /// there; returns that holder.
 async fn acquired_on_the_cut_primary(w: &World<'_>) -> Result<String, String> {
     let env = w.env;
-    let before = env.redis_cli("redis-primary", &["GET", &w.key]).await.map_err(|e| e.to_string())?;
-    env.redis_cli("redis-primary", &["DEL", &w.key]).await.map_err(|e| e.to_string())?;
+    let before = env.redis_cli("redis-primary", &["GET", &w.lease.key()]).await.map_err(|e| e.to_string())?;
+    env.redis_cli("redis-primary", &["DEL", &w.lease.key()]).await.map_err(|e| e.to_string())?;
     let asked = Instant::now();
     while asked.elapsed() < Duration::from_secs(3) {
-        let now = env.redis_cli("redis-primary", &["GET", &w.key]).await.unwrap_or_default();
+        let now = env.redis_cli("redis-primary", &["GET", &w.lease.key()]).await.unwrap_or_default();
         let now = now.trim();
         if !now.is_empty() && now != before.trim() {
             return Ok(now.to_owned());
@@ -254,7 +254,7 @@ async fn acquired_on_the_cut_primary(w: &World<'_>) -> Result<String, String> {
 
 /// The probe of the loss: what the cut primary acknowledged is not on the new one.
 async fn lease_lost(w: &World<'_>, first: &str, new_holder: &str) -> Result<String, String> {
-    let old = w.env.redis_cli("redis-primary", &["GET", &w.key]).await.unwrap_or_default();
+    let old = w.env.redis_cli("redis-primary", &["GET", &w.lease.key()]).await.unwrap_or_default();
     let old = old.trim();
     if old.is_empty() || old == new_holder {
         return Err(format!(

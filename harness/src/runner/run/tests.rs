@@ -2,12 +2,17 @@ use leasequake_reports::history::ObserverSample;
 
 use super::run_end;
 use crate::fault::follow_delays;
+use crate::holders::Holders;
 use crate::observer::observed;
 use crate::scenario::Observed;
 use std::time::Duration;
 use std::time::Instant;
 
 const MS: u64 = 1_000_000;
+
+fn lease() -> Holders {
+    Holders::new("t1", 3)
+}
 
 fn sample(instance: &str, at_ms: u64, holder: Option<&str>, ttl_ms: Option<i64>, role: &str) -> ObserverSample {
     ObserverSample {
@@ -28,23 +33,36 @@ fn a_key_that_ran_out_under_its_holder_expired_one_released_early_did_not() {
     let prev = Some((&held, 900 * MS));
     // Samples 600 ms apart (a loaded machine): gone by an answer after the earliest run-out.
     let gone = sample("redis-primary", 1600, None, None, "master");
-    assert_eq!(observed(prev, &gone), vec![Observed::KeyExpired { node: "n2".into() }]);
+    assert_eq!(observed(prev, &gone, &lease()), vec![Observed::KeyExpired { node: "n2".into() }]);
     let taken = sample("redis-primary", 1600, Some("n3/1/9/cd"), Some(1490), "master");
-    assert_eq!(observed(prev, &taken), vec![Observed::KeyExpired { node: "n2".into() }]);
+    assert_eq!(observed(prev, &taken, &lease()), vec![Observed::KeyExpired { node: "n2".into() }]);
     // Released at its deadline, 17 ms before its key would run out, and seen gone by a sample
     // answered at 1550 ms (before exec start + PTTL from the answer's stamp, 1593 ms): expired.
     let at_deadline = sample("redis-primary", 1550, None, None, "master");
-    assert_eq!(observed(prev, &at_deadline), vec![Observed::KeyExpired { node: "n2".into() }]);
+    assert_eq!(observed(prev, &at_deadline, &lease()), vec![Observed::KeyExpired { node: "n2".into() }]);
     // Gone long before it could have run out: released (or deleted), not expired.
     let released = sample("redis-primary", 1300, None, None, "master");
-    assert_eq!(observed(prev, &released), vec![]);
+    assert_eq!(observed(prev, &released, &lease()), vec![]);
     // Still held (renewed): nothing.
     let renewed = sample("redis-primary", 1600, Some("n2/1/7/ab"), Some(1400), "master");
-    assert_eq!(observed(prev, &renewed), vec![]);
+    assert_eq!(observed(prev, &renewed, &lease()), vec![]);
     // The replica's copy does not expire on its own clock: only the primary's key counts.
     let on_replica = sample("redis-replica", 1000, Some("n2/1/7/ab"), Some(593), "slave");
     let after = sample("redis-replica", 1600, None, None, "slave");
-    assert_eq!(observed(Some((&on_replica, 900 * MS)), &after), vec![]);
+    assert_eq!(observed(Some((&on_replica, 900 * MS)), &after, &lease()), vec![]);
+}
+
+#[test]
+fn a_library_token_expires_under_the_node_that_reported_it_and_an_unknown_one_is_no_sighting() {
+    let held = sample("redis-primary", 1000, Some("x9Qz+a=="), Some(593), "master");
+    let prev = Some((&held, 900 * MS));
+    let gone = sample("redis-primary", 1600, None, None, "master");
+    let lease = lease();
+    assert_eq!(observed(prev, &gone, &lease), vec![], "nobody reported that token: whose ran out is unknown");
+    let acquired =
+        leasequake_reports::history::EventKind::Acquired { token: "x9Qz+a==".into(), fence: 3, sent_ns: None };
+    lease.saw("n3", &acquired);
+    assert_eq!(observed(prev, &gone, &lease), vec![Observed::KeyExpired { node: "n3".into() }]);
 }
 
 #[test]
@@ -53,11 +71,11 @@ fn a_role_that_differs_from_the_previous_sample_changed() {
     let after = sample("redis-replica", 1250, None, None, "master");
     let prev = Some((&before, 900 * MS));
     assert_eq!(
-        observed(prev, &after),
+        observed(prev, &after, &lease()),
         vec![Observed::RoleChanged { instance: "redis-replica".into(), role: "master".into() }]
     );
-    assert_eq!(observed(prev, &before.clone()), vec![]);
-    assert_eq!(observed(None, &after), vec![], "a first sample has nothing to differ from");
+    assert_eq!(observed(prev, &before.clone(), &lease()), vec![]);
+    assert_eq!(observed(None, &after, &lease()), vec![], "a first sample has nothing to differ from");
 }
 
 #[test]

@@ -35,7 +35,6 @@ pub(super) struct Timeline<'t> {
     world: &'t World<'t>,
     lines: &'t Recorder,
     progress: &'t Progress,
-    owner: &'t Mutex<Option<String>>,
     armed: &'t Mutex<Vec<Armed>>,
     /// (at ms, kind of step, fault index), earliest first.
     steps: BinaryHeap<Reverse<(u64, u8, usize)>>,
@@ -55,7 +54,6 @@ impl<'t> Timeline<'t> {
         world: &'t World<'t>,
         lines: &'t Recorder,
         progress: &'t Progress,
-        owner: &'t Mutex<Option<String>>,
         armed: &'t Mutex<Vec<Armed>>,
     ) -> Self {
         let mut steps = BinaryHeap::new();
@@ -70,7 +68,6 @@ impl<'t> Timeline<'t> {
             world,
             lines,
             progress,
-            owner,
             armed,
             steps,
             active: fault::Active::new(ctx.dir),
@@ -132,7 +129,7 @@ impl<'t> Timeline<'t> {
             (EXPIRE, _) => self.expire(i),
             (_, Some(trigger)) => self.arm(i, trigger),
             (_, None) => {
-                let target = resolve_target(f, self.owner, self.ctx.s.nodes.count);
+                let target = resolve_target(f, self.world.lease, self.ctx.s.nodes.count);
                 self.push(f.id(i), f.kind, &target, FaultPhase::Requested, String::new());
                 let label = format!("fault {} {} on {target}", f.id(i), f.kind);
                 // Healed at its time even when unverified: part of it may be in effect.

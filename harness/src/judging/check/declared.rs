@@ -1,0 +1,75 @@
+//! What the nodes declared of themselves in `hello` (protocol 3): the lease key they keep their
+//! lease under, and whether they see their renewals. A node whose lock library renews out of its
+//! sight reports no `renewed`: the properties that read renewals are not applicable to it, never
+//! violated for the lack of them. Nodes that declare different keys do not contend for one lease:
+//! the run tested something else, and says so.
+
+use std::collections::{BTreeMap, HashSet};
+
+use leasequake_reports::history::{lease_key, EventKind, Renewals};
+use leasequake_reports::{printable, PropertyResult, PropertyStatus};
+
+use super::NodeLine;
+
+/// The nodes' declarations.
+pub(super) struct Declared<'a> {
+    /// The nodes that declared `renewals: hidden`.
+    pub hidden: HashSet<&'a str>,
+    /// Each node's lease key (the protocol's default where it declared none).
+    keys: BTreeMap<&'a str, String>,
+}
+
+impl<'a> Declared<'a> {
+    /// Reads the `hello`s.
+    pub fn read(nodes: &[NodeLine<'a>]) -> Self {
+        let mut d = Self { hidden: HashSet::new(), keys: BTreeMap::new() };
+        for n in nodes {
+            if let EventKind::Hello { lease_key: key, renewals, .. } = n.kind {
+                if *renewals == Some(Renewals::Hidden) {
+                    d.hidden.insert(n.node);
+                }
+                let k = key.clone().unwrap_or_else(|| format!("the protocol's {}", lease_key("<tenant>")));
+                d.keys.insert(n.node, k);
+            }
+        }
+        d
+    }
+
+    /// Why the run is inconclusive for the keys, if the nodes declared more than one.
+    pub fn key_conflict(&self) -> Option<String> {
+        let distinct: HashSet<&String> = self.keys.values().collect();
+        (distinct.len() > 1).then(|| {
+            let each: Vec<String> = self.keys.iter().map(|(n, k)| format!("{n}: {}", printable(k))).collect();
+            format!(
+                "the nodes keep their lease under different Redis keys ({}): they do not contend for one lease, so \
+                 the run tests nothing of it (every node of a run declares the same `lease_key` in `hello`)",
+                each.join(", ")
+            )
+        })
+    }
+
+    /// The lines of the nodes that report their renewals.
+    pub fn renewing<'n>(&self, nodes: &'n [NodeLine<'a>]) -> Vec<NodeLine<'a>> {
+        nodes.iter().filter(|n| !self.hidden.contains(n.node)).copied().collect()
+    }
+
+    /// A renewal property judged over [`Self::renewing`], said for the nodes left out: not
+    /// applicable when it judged none of them, else the nodes named next to its sentence.
+    pub fn renewal_property(&self, mut p: PropertyResult) -> PropertyResult {
+        if self.hidden.is_empty() {
+            return p;
+        }
+        let mut names: Vec<&str> = self.hidden.iter().copied().collect();
+        names.sort_unstable();
+        let why = format!(
+            "{} declared that its lock renews out of its sight (`hello` with `renewals: hidden`): no renewal \
+             events to judge",
+            names.join(", ")
+        );
+        match p.status {
+            PropertyStatus::NotApplicable => p.sentence = why,
+            _ => p.sentence = format!("{} ({why}, so not judged)", p.sentence),
+        }
+        p
+    }
+}
