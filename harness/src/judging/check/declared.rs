@@ -61,9 +61,10 @@ impl<'a> Declared<'a> {
         }
         let mut names: Vec<&str> = self.hidden.iter().copied().collect();
         names.sort_unstable();
+        let (whose, lock) = if names.len() == 1 { ("its", "lock renews") } else { ("their", "locks renew") };
         let why = format!(
-            "{} declared that its lock renews out of its sight (`hello` with `renewals: hidden`): no renewal \
-             events to judge",
+            "{} declared that {whose} {lock} out of sight (`hello` with `renewals: hidden`): no renewal events to \
+             judge",
             names.join(", ")
         );
         match p.status {
