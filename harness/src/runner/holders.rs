@@ -8,7 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError, RwLock};
 
-use leasequake_reports::history::{lease_key, EventKind};
+use leasequake_reports::history::{lease_key, EventKind, Renewals};
 
 /// How many tokens are remembered (the oldest go first): a run makes a few hundred acquisitions,
 /// and a key only ever holds a recent one.
@@ -33,13 +33,21 @@ pub struct Holders {
     key: RwLock<(String, bool)>,
     tokens: Mutex<(HashMap<String, String>, VecDeque<String>)>,
     owner: Mutex<Option<String>>,
+    /// The nodes whose `hello` declared hidden renewals.
+    hidden: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Holders {
     /// The view of a run of `nodes` nodes on `tenant`, before any node has spoken.
     #[must_use]
     pub fn new(tenant: &str, nodes: u32) -> Self {
-        Self { nodes, key: RwLock::new((lease_key(tenant), false)), tokens: Mutex::default(), owner: Mutex::default() }
+        Self {
+            nodes,
+            key: RwLock::new((lease_key(tenant), false)),
+            tokens: Mutex::default(),
+            owner: Mutex::default(),
+            hidden: Mutex::default(),
+        }
     }
 
     /// The Redis key holding the lease.
@@ -59,9 +67,12 @@ impl Holders {
     /// acquisition's token and owner.
     pub fn saw(&self, node: &str, event: &EventKind) {
         match event {
-            EventKind::Hello { lease_key: Some(key), .. } => {
+            EventKind::Hello { lease_key, renewals, .. } => {
+                if *renewals == Some(Renewals::Hidden) {
+                    self.hidden.lock().unwrap_or_else(PoisonError::into_inner).insert(node.to_owned());
+                }
                 let mut k = self.key.write().unwrap_or_else(PoisonError::into_inner);
-                if !k.1 {
+                if let (Some(key), false) = (lease_key, k.1) {
                     *k = (key.clone(), true);
                 }
             }
@@ -80,6 +91,21 @@ impl Holders {
             }
             _ => {}
         }
+    }
+
+    /// Why a fault that needs `node`'s renewals (`None`: any node's) cannot take effect, if its
+    /// `hello` declared them hidden: said next to the fault's failure.
+    #[must_use]
+    pub fn hidden_renewals(&self, node: Option<&str>) -> Option<String> {
+        let hidden = self.hidden.lock().unwrap_or_else(PoisonError::into_inner);
+        let who = match node {
+            Some(n) => hidden.contains(n).then(|| n.to_owned()),
+            None => (!hidden.is_empty()).then(|| hidden.iter().cloned().collect::<Vec<_>>().join(", ")),
+        }?;
+        Some(format!(
+            "{who} declared its renewals hidden (`hello`, `renewals: hidden`): its lock renews out of the node's \
+             reach and sight, so no `renewed` is reported and `stall_renewal` cannot stop it"
+        ))
     }
 
     /// Whose `value` (a GET of the lease key, trimmed; empty for none) is.
@@ -138,6 +164,9 @@ mod tests {
         assert!(h.held_by("x9Qz+a==", "n2") && !h.held_by("x9Qz+a==", "n1"));
         assert_eq!(h.owner().as_deref(), Some("n2"));
         assert_eq!(h.holder(""), Holder::Nobody);
+        let why = h.hidden_renewals(Some("n1")).unwrap_or_default();
+        assert!(why.contains("n1 declared its renewals hidden"), "{why}");
+        assert!(h.hidden_renewals(Some("n3")).is_none() && h.hidden_renewals(None).is_some());
     }
 
     #[test]

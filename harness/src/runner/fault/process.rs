@@ -156,7 +156,11 @@ async fn verify_stalled(w: &World<'_>, node: &str) -> Result<String, String> {
         last = format!("PTTL {pttl} ms");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    Err(format!("{node} still renews its lease {} ms after the stall ({last})", began.elapsed().as_millis()))
+    let mut why = format!("{node} still renews its lease {} ms after the stall ({last})", began.elapsed().as_millis());
+    if let Some(hidden) = w.lease.hidden_renewals(Some(node)) {
+        why = format!("{why}: {hidden}");
+    }
+    Err(why)
 }
 
 /// A lease key holding a value that is none of the run's nodes' tokens: whose it is cannot be
