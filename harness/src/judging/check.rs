@@ -168,6 +168,7 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
     }
     let declared = declared::Declared::read(&nodes);
     inconclusive.extend(declared.key_conflict());
+    inconclusive.extend(declared::unseen_key(&nodes, &observer));
     let renewing = declared.renewing(&nodes);
 
     let mut properties = vec![];

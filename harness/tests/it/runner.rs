@@ -167,6 +167,60 @@ fn a_node_whose_tokens_do_not_name_it_makes_the_run_inconclusive_with_the_rule()
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Faults on the lease key, for the protocol 3 tests: the key deleted under its holder, the owner
+/// paused past its ttl.
+const KEY_FAULTS: &str = "\n[[faults]]\nkind = \"key_loss\"\non = \"acquired\"\nat_s = 3\nduration_s = 0\n\
+                          \n[[faults]]\nkind = \"pause\"\ntarget = \"owner\"\nat_s = 5\nduration_s = 1\n";
+
+#[test]
+fn a_lock_under_a_declared_key_with_tokens_of_its_own_is_followed_and_judged() {
+    // Protocol 3, as a lock library uses it: the key "lock:...", tokens that do not name their
+    // node, renewals on a thread the node does not see. The harness must delete and watch that
+    // key and know whose each value is, from the nodes' `acquired`.
+    let cmd = python_node(" --lock declared");
+    let (code, out, dir) = run_with("declared-key", "", KEY_FAULTS, &["--node-cmd", &cmd]);
+    assert_eq!(code, Some(0), "{out}");
+    let run_dir = run_dirs(&dir).pop().unwrap();
+    let lines = history(&run_dir);
+    let tokens: Vec<String> = lines
+        .iter()
+        .filter_map(|l| match l {
+            HistoryLine::Node { event, .. } => match &event.kind {
+                EventKind::Acquired { token, .. } => Some(token.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert!(!tokens.is_empty() && tokens.iter().all(|t| !t.contains('/')), "the lock's own tokens: {tokens:?}");
+    let deleted = lines.iter().find_map(|l| match l {
+        HistoryLine::Fault(f) if f.phase == FaultPhase::Verified && f.fault.to_string() == "key_loss" => {
+            Some(f.detail.clone())
+        }
+        _ => None,
+    });
+    let deleted = deleted.unwrap_or_else(|| panic!("key_loss not verified: {out}"));
+    assert!(tokens.iter().any(|t| deleted.contains(&format!("while {t} held it"))), "{deleted}");
+    let seen = lines
+        .iter()
+        .any(|l| matches!(l, HistoryLine::Observer(o) if o.holder.as_ref().is_some_and(|h| tokens.contains(h))));
+    assert!(seen, "the observer read the declared key");
+    let verdicts = std::fs::read_to_string(run_dir.join("verdicts.json")).unwrap();
+    assert!(verdicts.contains("declared that their locks renew out of sight"), "{verdicts}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_lease_kept_under_an_undeclared_key_makes_the_run_inconclusive_not_a_pass() {
+    // The same lock, its key not declared: the key faults act on an empty key. Without the
+    // check this run passes, having tested nothing of the lease.
+    let cmd = python_node(" --lock declared --bug undeclared-key");
+    let (code, out, dir) = run_with("undeclared-key", "", KEY_FAULTS, &["--node-cmd", &cmd]);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.starts_with("INCONCLUSIVE") && out.contains("observer samples saw a holder"), "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn run_json_puts_the_suite_summary_on_stdout_and_the_result_lines_on_stderr() {
     let (file, dir) = scenario("json-run", "", "");

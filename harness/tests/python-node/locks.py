@@ -19,6 +19,7 @@ import asyncio
 import concurrent.futures
 import importlib.metadata
 import math
+import os
 import sys
 import threading
 
@@ -85,6 +86,48 @@ class OwnHeld:
 
     def release(self):
         return "deleted" if self.own.r.eval(RELEASE, 1, self.own.key, self.token) == 1 else "not_owner"
+
+
+class Declared(Own):
+    """The lease's own scripts as a library would keep them, for the harness's tests of protocol 3
+    (no library to install): the key "lock:" + name, a token of the lock's own (16 hex digits, no
+    node name), and a renewal thread of its own that the node does not see (`renewals: hidden`)."""
+    renewals = "hidden"
+
+    def __init__(self, r, cfg):
+        super().__init__(r, cfg)
+        self.key = "lock:" + prefix(cfg)
+        self.ttl_ms = cfg["lease"]["ttl_ms"]
+        self.implementation = "the node's own scripts under a library's key and tokens (redis-py %s)" % redis.__version__
+
+    def acquire(self, token, ttl_ms):
+        token = os.urandom(8).hex()
+        won, value = self.r.eval(ACQUIRE, 2, self.key, self.fence_key, token, ttl_ms)
+        return DeclaredHeld(self, token, value) if won == 1 else None
+
+
+class DeclaredHeld(OwnHeld):
+    def __init__(self, own, token, fence):
+        super().__init__(own, token, fence)
+        self.gone, self.stop = None, threading.Event()
+        threading.Thread(target=self.renew_hidden, daemon=True).start()
+
+    def renew_hidden(self):
+        while not self.stop.wait(self.own.ttl_ms / 3000):
+            try:
+                if not self.renew(self.own.ttl_ms):
+                    self.gone = "renewal_rejected"
+                    return
+            except redis.RedisError:
+                self.gone = "renewal_failed"
+                return
+
+    def lost(self):
+        return self.gone
+
+    def release(self):
+        self.stop.set()
+        return super().release()
 
 
 class RedisPy:
@@ -300,5 +343,5 @@ class AioRedLockHeld:
             return "error: %s" % e
 
 
-LOCKS = {"own": Own, "redis-py": RedisPy, "python-redis-lock": PythonRedisLock, "pottery": Pottery,
+LOCKS = {"own": Own, "declared": Declared, "redis-py": RedisPy, "python-redis-lock": PythonRedisLock, "pottery": Pottery,
          "aioredlock": AioRedLock}

@@ -42,6 +42,8 @@ BUGS = {
     "validity-from-reply": "counts its validity from when a reply arrived, not when it was sent",
     "no-deadline": "has no local validity deadline: only checks and renewals end ownership",
     "wall-clock-deadline": "keeps its deadline on the wall clock (time.time()), which NTP can step",
+    "undeclared-key": "keeps its lease under another key than the protocol's without declaring it (with --lock "
+                      "declared)",
     "foreign-token": "names its tokens as a lock library might (lock:<nonce>:<seq>) but speaks protocol 2, "
                      "whose token rule refuses them",
 }
@@ -468,7 +470,7 @@ def main():
         name += " (bug: %s)" % BUG
     # The newest version both speak; a lock with declarations to make needs 3.
     hello = {"protocol": PROTOCOL if PROTOCOL in offered and BUG != "foreign-token" else 2, "implementation": name}
-    if locks.key != "leasequake:{%s}:lease" % cfg["tenant"]:
+    if locks.key != "leasequake:{%s}:lease" % cfg["tenant"] and BUG != "undeclared-key":
         hello["lease_key"] = locks.key
     if locks.renewals == "hidden":
         hello["renewals"] = "hidden"

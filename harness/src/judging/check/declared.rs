@@ -4,9 +4,9 @@
 //! violated for the lack of them. Nodes that declare different keys do not contend for one lease:
 //! the run tested something else, and says so.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use leasequake_reports::history::{lease_key, EventKind, Renewals};
+use leasequake_reports::history::{lease_key, EventKind, ObserverSample, Renewals};
 use leasequake_reports::{printable, PropertyResult, PropertyStatus};
 
 use super::NodeLine;
@@ -73,4 +73,46 @@ impl<'a> Declared<'a> {
         }
         p
     }
+}
+
+/// The time the nodes held acquisitions, in total, past which the observer must have seen a holder.
+const UNSEEN_SPAN_NS: u64 = 2_000_000_000;
+
+/// The good observer samples needed before an empty key says anything.
+const UNSEEN_SAMPLES: usize = 8;
+
+/// Why the run is inconclusive because the harness never saw the nodes' lease where it looks, or
+/// None: the nodes held acquisitions for two seconds or more in total and no good observer sample
+/// of any instance showed a holder. A lease kept under a key the nodes did not declare makes every
+/// fault on the key act on nothing (a deleted key nobody held, an expiry that never comes): a pass
+/// would say nothing.
+pub(super) fn unseen_key(nodes: &[NodeLine], observer: &[&ObserverSample]) -> Option<String> {
+    let good: Vec<_> = observer.iter().filter(|o| o.error.is_none()).collect();
+    if good.len() < UNSEEN_SAMPLES || good.iter().any(|o| o.holder.is_some()) {
+        return None;
+    }
+    let mut spans: HashMap<(&str, &str), (u64, u64)> = HashMap::new();
+    for n in nodes {
+        if let Some(token) = n.kind.token() {
+            let acquired = matches!(n.kind, EventKind::Acquired { .. });
+            match spans.get_mut(&(n.node, token)) {
+                Some(span) => span.1 = n.at_ns,
+                None if acquired => {
+                    spans.insert((n.node, token), (n.at_ns, n.at_ns));
+                }
+                None => {}
+            }
+        }
+    }
+    let held: u64 = spans.values().map(|(from, to)| to.saturating_sub(*from)).sum();
+    (held >= UNSEEN_SPAN_NS).then(|| {
+        format!(
+            "the nodes held {} acquisitions for {} ms in all, yet none of {} observer samples saw a holder in the \
+             lease key: the nodes keep their lease under another key (a node whose lock picks its own declares it: \
+             `lease_key` in `hello`, protocol 3), so no fault on the key reached it",
+            spans.len(),
+            held / 1_000_000,
+            good.len()
+        )
+    })
 }

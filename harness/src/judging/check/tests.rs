@@ -1021,3 +1021,27 @@ fn nodes_that_declare_different_lease_keys_make_the_run_inconclusive() {
     let same = H::new().event("n1", hello(Some("lock:t"), None)).event("n2", hello(Some("lock:t"), None));
     assert_eq!(check(&same.round("n1", 1).end()).verdict, Verdict::Pass);
 }
+
+#[test]
+fn a_lease_the_observer_never_saw_while_nodes_held_it_is_inconclusive_not_a_pass() {
+    // n1 holds its acquisition for `held_ms`; ten observer samples see `holder` in the key.
+    let run = |held_ms: u64, holder: Option<&str>| {
+        let t = token("n1", 1);
+        let mut h =
+            H::new().event("n1", EventKind::Acquired { token: t.clone(), fence: 1, sent_ns: None }).round("n1", 1);
+        for _ in 0..10 {
+            h = h.wait(held_ms / 10).observe(holder);
+        }
+        check(&h.event("n1", EventKind::Released { token: t, outcome: "deleted".into() }).end())
+    };
+    let unseen = run(3000, None);
+    let violated: Vec<_> = unseen.properties.iter().filter(|p| p.status == PropertyStatus::Violated).collect();
+    assert_eq!(unseen.verdict, Verdict::Inconclusive, "{:?} {violated:?}", unseen.inconclusive);
+    assert!(
+        unseen.inconclusive.iter().any(|i| i.contains("none of 10 observer samples saw a holder")),
+        "{:?}",
+        unseen.inconclusive
+    );
+    assert_eq!(run(3000, Some("n1/f1")).verdict, Verdict::Pass, "the key seen: nothing to say");
+    assert_eq!(run(1000, None).verdict, Verdict::Pass, "held too briefly for the samples to say anything");
+}
