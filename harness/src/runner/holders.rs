@@ -98,14 +98,19 @@ impl Holders {
     #[must_use]
     pub fn hidden_renewals(&self, node: Option<&str>) -> Option<String> {
         let hidden = self.hidden.lock().unwrap_or_else(PoisonError::into_inner);
-        let who = match node {
-            Some(n) => hidden.contains(n).then(|| n.to_owned()),
-            None => (!hidden.is_empty()).then(|| hidden.iter().cloned().collect::<Vec<_>>().join(", ")),
-        }?;
-        Some(format!(
-            "{who} declared its renewals hidden (`hello`, `renewals: hidden`): its lock renews out of the node's \
-             reach and sight, so no `renewed` is reported and `stall_renewal` cannot stop it"
-        ))
+        let who: Vec<String> = match node {
+            Some(n) => hidden.iter().filter(|h| *h == n).cloned().collect(),
+            None => hidden.iter().cloned().collect(),
+        };
+        let (their, locks_renew) =
+            if who.len() == 1 { ("its", "its lock renews") } else { ("their", "their locks renew") };
+        (!who.is_empty()).then(|| {
+            format!(
+                "{} declared {their} renewals hidden (`hello`, `renewals: hidden`): {locks_renew} out of the node's \
+                 reach and sight, so no `renewed` is reported and `stall_renewal` cannot stop it",
+                who.join(", ")
+            )
+        })
     }
 
     /// Whose `value` (a GET of the lease key, trimmed; empty for none) is.
