@@ -102,7 +102,19 @@ struct Spec<'a> {
     cmd: Vec<String>,
     nets: Vec<&'static str>,
     publish: Vec<u16>,
+    /// Whether /data is a tmpfs (see [`SENTINEL_DATA`]).
+    data_in_memory: bool,
 }
+
+/// Sentinel's data directory, a tmpfs: Sentinel rewrites and fsyncs its config file inside its
+/// event loop (at `SENTINEL SET`, discoveries, epochs), and an fsync through the container's
+/// overlay filesystem took up to 751 ms with a disk writer beside it (a `SENTINEL MASTER` at the
+/// same time: at most 50 ms). A Sentinel that stalls on it with a ping outstanding, just given a
+/// 1 s down-after, counts its own stall as every instance's silence: after one such stall (old
+/// overlay /data, a disk writer beside it) a Sentinel flagged the primary, the replica and both
+/// other Sentinels down at once. Two at once would be a quorum. Nothing of an environment is
+/// meant to outlive it.
+const SENTINEL_DATA: &str = "/data";
 
 fn labels(run_id: &str, origin: &str) -> HashMap<String, String> {
     let pid = std::process::id();
@@ -271,6 +283,7 @@ impl Environment {
                 cmd: redis(&["--replica-announce-ip", "redis-primary"]),
                 nets: vec!["client", "repl"],
                 publish: vec![],
+                data_in_memory: false,
             },
             Spec {
                 role: "redis-replica",
@@ -293,6 +306,7 @@ impl Environment {
                 .collect(),
                 nets: vec!["client", "repl"],
                 publish: vec![],
+                data_in_memory: false,
             },
         ];
         for (i, name) in [(1usize, "sentinel-1"), (2, "sentinel-2"), (3, "sentinel-3")] {
@@ -303,6 +317,7 @@ impl Environment {
                 cmd: vec!["/bin/sh".into(), "-c".into(), script],
                 nets: vec!["repl"],
                 publish: vec![],
+                data_in_memory: true,
             });
         }
         let mut proxy_ports = vec![PROXY_API_PORT];
@@ -313,6 +328,7 @@ impl Environment {
             cmd: vec![],
             nets: vec!["client"],
             publish: proxy_ports,
+            data_in_memory: false,
         });
         specs.push(Spec {
             role: "store",
@@ -320,10 +336,11 @@ impl Environment {
             cmd: crate::image::store_command(cfg.store_policy),
             nets: vec!["client"],
             publish: vec![STORE_PORT],
+            data_in_memory: false,
         });
 
         // Started concurrently: pre-seeded Sentinel configs make the order irrelevant.
-        let starts = specs.iter().map(|s| self.start(s.role, &s.image.reference, &s.cmd, &s.nets, &s.publish));
+        let starts = specs.iter().map(|s| self.start(s));
         let results = futures_util::future::join_all(starts).await;
         for (spec, r) in specs.iter().zip(results) {
             self.containers.insert(spec.role, r?);
@@ -335,14 +352,8 @@ impl Environment {
         Ok(())
     }
 
-    async fn start(
-        &self,
-        role: &str,
-        image: &str,
-        cmd: &[String],
-        nets: &[&str],
-        publish: &[u16],
-    ) -> Result<String, HarnessError> {
+    async fn start(&self, spec: &Spec<'_>) -> Result<String, HarnessError> {
+        let (role, cmd, nets, publish) = (spec.role, &spec.cmd, &spec.nets, &spec.publish);
         let bindings: HashMap<String, Option<Vec<PortBinding>>> = publish
             .iter()
             .map(|p| {
@@ -355,7 +366,7 @@ impl Environment {
         let first = self.network(nets[0]);
         let endpoint = EndpointSettings { aliases: Some(net_aliases(role, nets[0])), ..Default::default() };
         let body = ContainerCreateBody {
-            image: Some(image.to_owned()),
+            image: Some(spec.image.reference.clone()),
             cmd: (!cmd.is_empty()).then(|| cmd.to_vec()),
             hostname: Some(role.to_owned()),
             labels: Some(labels(&self.run_id, self.origin)),
@@ -363,6 +374,7 @@ impl Environment {
             host_config: Some(HostConfig {
                 port_bindings: Some(bindings),
                 network_mode: Some(first.clone()),
+                tmpfs: spec.data_in_memory.then(|| HashMap::from([(SENTINEL_DATA.to_owned(), String::new())])),
                 ..Default::default()
             }),
             networking_config: Some(NetworkingConfig { endpoints_config: Some(HashMap::from([(first, endpoint)])) }),

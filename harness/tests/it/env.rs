@@ -51,6 +51,13 @@ async fn the_environment_comes_up_replicates_reaches_redis_through_the_proxy_fai
     let run = env.run_id.clone();
     eprintln!("environment ready in {:?}", env.ready_in);
     assert_eq!(labelled(&run), 9, "7 containers and 2 networks, all labelled with the run");
+    // Each Sentinel rewrites its config in memory: an fsync stall of its own, counted as the
+    // primary's silence, failed a healthy primary over.
+    for s in ["sentinel-1", "sentinel-2", "sentinel-3"] {
+        let info = env.docker().inspect_container(env.container(s).unwrap(), None).await.unwrap();
+        let tmpfs = info.host_config.and_then(|h| h.tmpfs).unwrap_or_default();
+        assert!(tmpfs.contains_key("/data"), "{s}: /data is not a tmpfs: {tmpfs:?}");
+    }
 
     // Replication.
     env.redis_cli("redis-primary", &["SET", "k", "v"]).await.unwrap();
