@@ -107,13 +107,12 @@ struct Spec<'a> {
 }
 
 /// Sentinel's data directory, a tmpfs: Sentinel rewrites and fsyncs its config file inside its
-/// event loop (at `SENTINEL SET`, discoveries, epochs), and an fsync through the container's
-/// overlay filesystem took up to 751 ms with a disk writer beside it (a `SENTINEL MASTER` at the
-/// same time: at most 50 ms). A Sentinel that stalls on it with a ping outstanding, just given a
-/// 1 s down-after, counts its own stall as every instance's silence: after one such stall (old
-/// overlay /data, a disk writer beside it) a Sentinel flagged the primary, the replica and both
-/// other Sentinels down at once. Two at once would be a quorum. Nothing of an environment is
-/// meant to outlive it.
+/// event loop (at `SENTINEL SET`, discoveries, epochs). Through the container's overlay
+/// filesystem, with a disk writer beside it, `SENTINEL SET` took up to 3084 ms (`SENTINEL MASTER`
+/// at the same time: at most 63 ms; `SET` on tmpfs: at most 165 ms). A Sentinel that stalls with
+/// a ping outstanding counts its own stall as every instance's silence: after one such stall it
+/// flagged the primary, the replica and both other Sentinels down at once; two at once are a
+/// quorum. Nothing of an environment is meant to outlive it.
 const SENTINEL_DATA: &str = "/data";
 
 fn labels(run_id: &str, origin: &str) -> HashMap<String, String> {
@@ -194,6 +193,14 @@ fn master_field<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
     let mut lines = answer.lines().map(str::trim);
     lines.by_ref().find(|l| *l == name)?;
     lines.next()
+}
+
+/// Whether a Sentinel's view of one instance (`SENTINEL MASTER` or `SENTINEL REPLICAS` with one
+/// replica) says it has answered a ping since the Sentinel started, the last within `within_ms`,
+/// and none is outstanding (`last-ping-sent` is 0 only after an answer).
+fn heard(view: &str, within_ms: u64) -> bool {
+    let ms = |k: &str| master_field(view, k).and_then(|v| v.parse::<u64>().ok());
+    ms("last-ping-sent") == Some(0) && ms("last-ok-ping-reply").is_some_and(|ok| ok < within_ms)
 }
 
 fn docker_err(what: &str, e: impl std::fmt::Display) -> HarnessError {
@@ -550,13 +557,9 @@ impl Environment {
     }
 
     /// Sets every Sentinel's down-after and failover timeout to the configured values, each one
-    /// once it has heard the primary answer a ping within 3/4 of the new down-after (a Sentinel
-    /// pings once a second while starting, so in steady state that holds 3/4 of the time; what
-    /// it rules out is a Sentinel that has heard nothing yet). A Sentinel
-    /// started before the primary (1.4 s before it, at load 12) counts the primary's silence from
-    /// its own start: given a 1 s down-after before its first answered ping, it took the primary
-    /// for down at once and failed over (a soak INCONCLUSIVE, drift at 0.4 s). Each Sentinel on
-    /// its own: they ping at their own phases, so all three are rarely in touch at one instant.
+    /// once it has heard the primary and the replica answer a ping (see [`Self::until_in_touch`]).
+    /// Each Sentinel on its own: they ping at their own phases, so all three are rarely in touch
+    /// at one instant.
     async fn apply_sentinel_timings(&self, cfg: &EnvConfig) -> Result<(), HarnessError> {
         let within = (cfg.down_after_ms.saturating_mul(3) / 4).max(100);
         let (down, failover) = (cfg.down_after_ms.to_string(), cfg.failover_timeout_ms.to_string());
@@ -575,23 +578,43 @@ impl Environment {
         futures_util::future::join_all(SENTINELS.map(set)).await.into_iter().collect()
     }
 
-    /// Waits (at most 15 s) until Sentinel `s` has heard the primary answer a ping within
-    /// `within_ms`, with none outstanding longer.
+    /// Waits (at most 15 s) until Sentinel `s` has had an answer from the primary and from the
+    /// replica since it started, the last within `within_ms`, with no ping outstanding. Until its
+    /// first answer a Sentinel counts a link's silence from the link's creation, and it sends its
+    /// first ping only a ping period (1 s) after it: measured, `last-ping-sent` and
+    /// `last-ok-ping-reply` both grow from 0 at the Sentinel's start until ~1 s, then drop to 0
+    /// and to the last answer's age. An environment is ready ~0.6 s after its Sentinels start; a
+    /// 1 s down-after set then makes a Sentinel flag the instance down at its first ping (+sdown
+    /// ~1 s after its start; the replica in 5 of 6 environments, once the primary in two
+    /// Sentinels 57 ms apart). Two at once are a quorum: a healthy primary fails over, the
+    /// drift 0.3 s into a CI run. An age below `within_ms` alone let that through; no outstanding
+    /// ping (`last-ping-sent` 0) rules out the link not yet answered.
     async fn until_in_touch(&self, s: &str, within_ms: u64) -> Result<(), HarnessError> {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let out = self.redis_cli(s, &["SENTINEL", "MASTER", MASTER_NAME]).await.unwrap_or_default();
-            let ms = |k: &str| master_field(&out, k).and_then(|v| v.parse::<u64>().ok());
-            let (ok, pending) = (ms("last-ok-ping-reply"), ms("last-ping-sent"));
-            if ok.is_some_and(|ok| ok < within_ms) && pending.is_some_and(|p| p < within_ms) {
+            let (primary, replica) = tokio::join!(
+                self.redis_cli(s, &["SENTINEL", "MASTER", MASTER_NAME]),
+                self.redis_cli(s, &["SENTINEL", "REPLICAS", MASTER_NAME]),
+            );
+            let (primary, replica) = (primary.unwrap_or_default(), replica.unwrap_or_default());
+            if heard(&primary, within_ms) && heard(&replica, within_ms) {
                 return Ok(());
             }
             if Instant::now() > deadline {
+                let ages = |out: &str| {
+                    let ms = |k: &str| master_field(out, k).unwrap_or("?").to_owned();
+                    format!(
+                        "last answer {} ms ago, a ping outstanding for {} ms",
+                        ms("last-ok-ping-reply"),
+                        ms("last-ping-sent")
+                    )
+                };
                 return Err(HarnessError::Environment {
                     detail: format!(
-                        "{s} has not heard the primary answer a ping within {within_ms} ms for 15 s (last answer \
-                         {ok:?} ms ago, one outstanding for {pending:?} ms), so its timings cannot be shortened \
-                         safely"
+                        "{s} has not had an answer from the primary and the replica within {within_ms} ms with no ping \
+                         outstanding for 15 s (primary: {}; replica: {}), so its timings cannot be shortened safely",
+                        ages(&primary),
+                        ages(&replica)
                     ),
                 });
             }
@@ -937,5 +960,17 @@ mod tests {
         assert_eq!(super::master_field(answer, "flags"), Some("master"));
         assert_eq!(super::master_field(answer, "last-ping-sent"), None);
         assert_eq!(super::master_field("num-slaves", "num-slaves"), None, "a name without a value");
+    }
+
+    #[test]
+    fn a_sentinel_has_heard_an_instance_only_after_an_answer_with_none_outstanding() {
+        // What a Sentinel printed 0.6 s after its start, before any answer (both ages count from
+        // the link's creation), then after its first answer, then with a ping outstanding.
+        let view = |sent: u64, ok: u64| format!("name\nleasequake\nlast-ping-sent\n{sent}\nlast-ok-ping-reply\n{ok}\n");
+        assert!(!super::heard(&view(584, 584), 750), "young enough, but nothing answered yet");
+        assert!(super::heard(&view(0, 96), 750));
+        assert!(!super::heard(&view(0, 800), 750), "the last answer is too old");
+        assert!(!super::heard(&view(40, 40), 750), "a ping outstanding");
+        assert!(!super::heard("name\nleasequake\n", 750), "no fields: a Sentinel that could not be asked");
     }
 }
