@@ -18,6 +18,7 @@ pub mod junit;
 pub mod markdown;
 mod model;
 pub mod suite;
+pub mod wire;
 
 #[cfg(test)]
 mod render_tests;

@@ -83,6 +83,7 @@ async fn handle(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    let query = req.uri().query().unwrap_or_default().to_owned();
     if req.headers().get(USER_AGENT).and_then(|v| v.to_str().ok()).is_some_and(|ua| ua.starts_with("Mozilla/")) {
         return Ok(text(StatusCode::FORBIDDEN, "User agent not allowed\n"));
     }
@@ -93,7 +94,7 @@ async fn handle(
             return Ok(error(&ApiError::BadRequestBody(format!("the body did not arrive within {READ_TIMEOUT:?}"))))
         }
     };
-    let answer = tokio::time::timeout(HANDLER_TIMEOUT, route(&collection, &method, &path, &body)).await;
+    let answer = tokio::time::timeout(HANDLER_TIMEOUT, route(&collection, (&method, &path, &query), &body)).await;
     let response = match answer {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => error(&e),
@@ -103,7 +104,11 @@ async fn handle(
     Ok(response)
 }
 
-async fn route(c: &Collection, method: &Method, path: &str, body: &[u8]) -> Result<Response<Full<Bytes>>, ApiError> {
+async fn route(
+    c: &Collection,
+    (method, path, query): (&Method, &str, &str),
+    body: &[u8],
+) -> Result<Response<Full<Bytes>>, ApiError> {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let is = |m: &Method| method == m;
     let update = is(&Method::POST) || is(&Method::PATCH);
@@ -128,6 +133,11 @@ async fn route(c: &Collection, method: &Method, path: &str, body: &[u8]) -> Resu
             Ok(json(StatusCode::OK, &c.update(p, field("listen"), field("upstream"), enabled).await?))
         }
         ["proxies", p] if is(&Method::DELETE) => c.delete(p).await.map(|()| empty()),
+        // An extension (Toxiproxy has no such route): what the proxy's clients sent and got back.
+        ["proxies", p, "witness"] if is(&Method::GET) => {
+            let (after, limit) = witness_query(query)?;
+            Ok(json(StatusCode::OK, &c.witness(p, after, limit).await?))
+        }
         ["proxies", p, "toxics"] if is(&Method::GET) => Ok(json(StatusCode::OK, &c.toxics(p).await?)),
         ["proxies", p, "toxics"] if is(&Method::POST) => Ok(json(StatusCode::OK, &c.add_toxic(p, body).await?)),
         ["proxies", p, "toxics", t] if is(&Method::GET) => Ok(json(StatusCode::OK, &c.toxic(p, t).await?)),
@@ -139,6 +149,24 @@ async fn route(c: &Collection, method: &Method, path: &str, body: &[u8]) -> Resu
         | ["proxies", _, "toxics", _] => Ok(text(StatusCode::METHOD_NOT_ALLOWED, "")),
         _ => Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")),
     }
+}
+
+/// The most witness records one request gets.
+pub const WITNESS_PAGE_MAX: usize = 10_000;
+
+/// `after=N&limit=M` of a witness request (both optional: 0 and the page's maximum).
+fn witness_query(query: &str) -> Result<(u64, usize), ApiError> {
+    let mut out = (0, WITNESS_PAGE_MAX);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let bad = || ApiError::BadRequestBody(format!("`{k}` must be a whole number, got {v:?}"));
+        match k {
+            "after" => out.0 = v.parse().map_err(|_| bad())?,
+            "limit" => out.1 = v.parse::<usize>().map_err(|_| bad())?.min(WITNESS_PAGE_MAX),
+            _ => return Err(ApiError::BadRequestBody(format!("unknown query parameter `{k}` (after, limit)"))),
+        }
+    }
+    Ok(out)
 }
 
 /// `POST /populate`: an array of proxies (or `{"proxies": [...]}`), created or updated in order.

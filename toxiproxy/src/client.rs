@@ -1,6 +1,7 @@
 //! An async client of the Toxiproxy API, for the harness. It checks every status code and turns a
 //! failed call into an error, never a silent success; every call has a timeout. It uses only what
-//! the official Toxiproxy 2.12 also offers, so the harness can drive either.
+//! the official Toxiproxy 2.12 also offers, so the harness can drive either; the one extension,
+//! `witness`, says when the server has none.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -70,6 +71,19 @@ pub struct ProxyInfo {
     pub upstream: String,
     /// Whether it listens.
     pub enabled: bool,
+}
+
+/// One page of a proxy's witness records (`GET /proxies/{name}/witness`, an extension).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct WitnessPage {
+    /// The oldest seq the proxy still keeps.
+    pub first: u64,
+    /// The seq its next record will get.
+    pub next: u64,
+    /// Records it dropped for room.
+    pub lost: u64,
+    /// The records after the one asked for.
+    pub records: Vec<leasequake_reports::wire::WireRecord>,
 }
 
 /// A toxic to add.
@@ -203,6 +217,21 @@ impl Client {
     /// Removes a toxic from a proxy.
     pub async fn remove_toxic(&self, proxy: &str, toxic: &str) -> Result<(), ClientError> {
         self.call("DELETE", &format!("/proxies/{proxy}/toxics/{toxic}"), None, 204).await.map(drop)
+    }
+
+    /// The records of `proxy`'s witness after seq `after` (one page). An extension of this
+    /// server's: `None` when the server has no witness (the official Toxiproxy answers its
+    /// "404 page not found"); an unknown proxy is an error, as elsewhere.
+    pub async fn witness(&self, proxy: &str, after: u64) -> Result<Option<WitnessPage>, ClientError> {
+        let path = format!("/proxies/{proxy}/witness?after={after}");
+        let (status, text) = self.request("GET", &path, None).await?;
+        if status == 404 && !text.contains("proxy not found") {
+            return Ok(None);
+        }
+        if status != 200 {
+            return Err(ClientError::Status { method: "GET".into(), path, status, message: text });
+        }
+        serde_json::from_str(&text).map(Some).map_err(|e| bad("GET", &path, &e.to_string()))
     }
 
     /// Re-enables every proxy and removes every toxic.

@@ -5,6 +5,7 @@
 //! proxy   proxies and their collection: listen, stop (port really freed), update, toxics
 //! link    one proxied connection: two pumps applying the current toxics to every chunk
 //! toxic   the toxics: parsing, JSON, attributes
+//! witness what each proxy's clients sent and got back (Redis commands, HTTP requests), stamped
 //! client  the harness's async client: every status checked, every call timed out
 //! http    one JSON request per connection; tells "never sent" from "maybe delivered"
 //! error   ApiError (the API's answers)
@@ -20,8 +21,9 @@ pub mod http;
 mod link;
 pub mod proxy;
 pub mod toxic;
+pub mod witness;
 
-pub use client::{Client, ClientError, ProxyInfo, ToxicSpec};
+pub use client::{Client, ClientError, ProxyInfo, ToxicSpec, WitnessPage};
 pub use error::ApiError;
 pub use proxy::Collection;
 pub use toxic::Stream;

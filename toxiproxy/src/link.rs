@@ -17,6 +17,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::toxic::{ms, Effect, Stream, Toxic};
+use crate::witness::{mono_ns, Conn};
+
+/// A connection's witness, shared by its two pumps.
+pub type Witness = std::sync::Arc<std::sync::Mutex<Conn>>;
 
 /// The toxics of a proxy, shared with its links.
 pub type Toxics = watch::Receiver<Arc<Vec<Toxic>>>;
@@ -36,7 +40,14 @@ enum End {
 }
 
 /// Serves one accepted client until either side closes, a toxic ends it, or `kill` fires.
-pub async fn serve(client: TcpStream, upstream: String, toxics: Toxics, kill: CancellationToken, seed: u64) {
+pub async fn serve(
+    client: TcpStream,
+    upstream: String,
+    toxics: Toxics,
+    kill: CancellationToken,
+    seed: u64,
+    witness: Witness,
+) {
     let connect = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&upstream));
     let server = tokio::select! {
         () = kill.cancelled() => return,
@@ -51,8 +62,8 @@ pub async fn serve(client: TcpStream, upstream: String, toxics: Toxics, kill: Ca
     let (cr, cw) = client.into_split();
     let (sr, sw) = server.into_split();
     let local = kill.child_token();
-    let up = Pump::new(Stream::Upstream, toxics.clone(), local.clone(), seed);
-    let down = Pump::new(Stream::Downstream, toxics, local.clone(), seed.rotate_left(17) ^ 0x9e37_79b9);
+    let up = Pump::new(Stream::Upstream, toxics.clone(), local.clone(), seed, witness.clone());
+    let down = Pump::new(Stream::Downstream, toxics, local.clone(), seed.rotate_left(17) ^ 0x9e37_79b9, witness);
     let ((cr, sw, e1), (sr, cw, e2)) = tokio::join!(up.run(cr, sw), down.run(sr, cw));
     let reset = e1 == End::Reset || e2 == End::Reset;
     if let (Ok(client), Ok(server)) = (cr.reunite(cw), sr.reunite(sw)) {
@@ -76,12 +87,23 @@ struct Pump {
     /// Per toxic name: whether it applies to this connection (toxicity, rolled once), when this
     /// connection first saw it, and bytes passed under it (limit_data).
     seen: BTreeMap<String, (bool, Instant, u64)>,
+    witness: Witness,
 }
 
 impl Pump {
-    fn new(stream: Stream, toxics: Toxics, kill: CancellationToken, seed: u64) -> Self {
+    fn new(stream: Stream, toxics: Toxics, kill: CancellationToken, seed: u64, witness: Witness) -> Self {
         use rand::SeedableRng;
-        Self { stream, toxics, kill, rng: StdRng::seed_from_u64(seed), seen: BTreeMap::new() }
+        Self { stream, toxics, kill, rng: StdRng::seed_from_u64(seed), seen: BTreeMap::new(), witness }
+    }
+
+    /// Hands the witness a chunk: a client's as read (`delivered` unused), an upstream's as
+    /// written to the client (`delivered`: stamped now) or dropped.
+    fn witness(&self, data: &[u8], read_ns: u64, delivered: bool) {
+        let mut w = self.witness.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match self.stream {
+            Stream::Upstream => w.sent(data, read_ns, delivered),
+            Stream::Downstream => w.answered(data, delivered.then(mono_ns)),
+        }
     }
 
     /// The toxics that apply to this direction of this connection now, in order.
@@ -139,13 +161,23 @@ impl Pump {
                         let _ = dst.shutdown().await;
                         break End::Eof;
                     } Ok(n) => n };
+                    let read_ns = mono_ns();
+                    if self.stream == Stream::Upstream {
+                        self.witness(&buf[..n], read_ns, blackhole.is_none());
+                    }
                     if blackhole.is_some() {
+                        if self.stream == Stream::Downstream {
+                            self.witness(&buf[..n], read_ns, false);
+                        }
                         continue; // the timeout toxic drops data
                     }
                     let received = Instant::now();
-                    match self.forward(&active, &buf[..n], received, &mut dst).await {
-                        Ok(()) => {}
-                        Err(end) => break end,
+                    let forwarded = self.forward(&active, &buf[..n], received, &mut dst).await;
+                    if self.stream == Stream::Downstream {
+                        self.witness(&buf[..n], read_ns, forwarded.is_ok());
+                    }
+                    if let Err(end) = forwarded {
+                        break end;
                     }
                 }
             }

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use crate::error::ApiError;
 use crate::link;
 use crate::toxic::Toxic;
+use crate::witness::Log;
 
 /// How long stopping a proxy waits for its connections to close.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -39,6 +40,8 @@ pub struct Proxy {
     upstream: String,
     toxics: watch::Sender<Arc<Vec<Toxic>>>,
     running: Option<Running>,
+    /// What its clients sent and got back (kept across stops and restarts).
+    witness: Arc<Log>,
 }
 
 /// What a create or update asks for.
@@ -99,6 +102,7 @@ impl Proxy {
             upstream: spec.upstream.clone(),
             toxics: watch::Sender::new(Arc::new(Vec::new())),
             running: None,
+            witness: Log::new(),
         }
     }
 
@@ -140,6 +144,7 @@ impl Proxy {
             cancel.clone(),
             links.clone(),
             seeds.clone(),
+            (self.witness.clone(), self.name.clone()),
         ));
         info!(name = %self.name, listen = %self.listen, upstream = %self.upstream, "started proxy");
         self.running = Some(Running { cancel, accept, links });
@@ -175,6 +180,7 @@ async fn accept_loop(
     cancel: CancellationToken,
     links: TaskTracker,
     seeds: Arc<AtomicU64>,
+    (witness, name): (Arc<Log>, String),
 ) {
     // Bounded by the proxy's life: ends when the proxy stops.
     loop {
@@ -189,7 +195,8 @@ async fn accept_loop(
             }
             Ok((client, _)) => {
                 let seed = seeds.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
-                links.spawn(link::serve(client, upstream.clone(), toxics.clone(), cancel.child_token(), seed));
+                let w = witness.conn(&name);
+                links.spawn(link::serve(client, upstream.clone(), toxics.clone(), cancel.child_token(), seed, w));
             }
             Err(e) => {
                 warn!(error = %e, "accept failed");
@@ -349,6 +356,12 @@ impl Collection {
             proxy.start(&self.seeds).await?;
         }
         Ok(())
+    }
+
+    /// What a proxy's clients sent and got back: records after seq `after`, at most `limit`.
+    pub async fn witness(&self, proxy: &str, after: u64, limit: usize) -> Result<Value, ApiError> {
+        let log = self.proxies.lock().await.get(proxy).map(|p| p.witness.clone()).ok_or(ApiError::ProxyNotFound)?;
+        Ok(log.page(after, limit))
     }
 
     /// The toxics of a proxy.

@@ -7,3 +7,4 @@ mod client;
 mod ecosystem_client;
 mod support;
 mod toxics;
+mod witness;

@@ -89,3 +89,52 @@ pub async fn read_within(s: &mut TcpStream, limit: Duration) -> ReadEnd {
         Ok(Err(e)) => ReadEnd::OtherError(e.to_string()),
     }
 }
+
+/// A real `redis-server` on a free loopback port, no persistence; killed on drop.
+pub struct Redis {
+    pub addr: SocketAddr,
+    child: std::process::Child,
+}
+
+impl Redis {
+    pub async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/deps installs it)");
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        for _ in 0..200 {
+            if let Ok(mut s) = TcpStream::connect(addr).await {
+                if command(&mut s, &["PING"]).await.starts_with(b"+PONG") {
+                    return Self { addr, child };
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("redis-server did not answer PING on {addr} within 2 s");
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends one RESP command and reads its reply's first chunk.
+pub async fn command(s: &mut TcpStream, args: &[&str]) -> Vec<u8> {
+    let mut wire = format!("*{}\r\n", args.len());
+    for a in args {
+        wire.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(wire.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await.unwrap().unwrap();
+    buf.truncate(n);
+    buf
+}

@@ -1,0 +1,180 @@
+//! What the fault proxy witnessed on a node's links (history version 7): one [`WireRecord`] per
+//! request a node sent through its proxy (a Redis command, an HTTP request to the store or the
+//! model service) with the reply that came back, each stamped by the proxy on the shared
+//! CLOCK_MONOTONIC: the request when its first byte was read from the node, before any toxic; the
+//! reply when its last byte was written back to the node, after every toxic. Evidence the node
+//! cannot shape: the checker judges the wire properties from it and checks the node's own reports
+//! against it.
+//!
+//! Recorded, never more: a Redis command's arguments only for the commands a lease uses
+//! ([`RECORDED_COMMANDS`]; any other command keeps its name alone, so `AUTH`, `HELLO`, `CONFIG`
+//! and `ACL` never carry a secret into a record), each argument cut at [`ARG_MAX`] bytes (a Lua
+//! script's body at [`SCRIPT_MAX`]); of an HTTP request its method, path and the lease's fields
+//! of its JSON body (token, fence, call, node, batch), never headers or points. `classify` reads
+//! what a command does to the lease.
+
+use serde::{Deserialize, Serialize};
+
+pub mod classify;
+mod lua;
+
+pub use classify::{classify, touches, Classified, LeaseOp, Outcome, Scripts};
+
+/// The longest argument kept, in bytes (the rest is cut, with `…` appended).
+pub const ARG_MAX: usize = 512;
+/// The longest Lua script body kept (`EVAL`, `SCRIPT LOAD`), in bytes.
+pub const SCRIPT_MAX: usize = 16 * 1024;
+/// The most arguments kept of one command.
+pub const ARGS_MAX: usize = 64;
+
+/// The Redis commands whose arguments are recorded (upper case); of any other command only the
+/// name. A lease's commands, its scripts and their loading, its transactions.
+pub const RECORDED_COMMANDS: [&str; 29] = [
+    "SET",
+    "SETNX",
+    "SETEX",
+    "PSETEX",
+    "GET",
+    "GETDEL",
+    "GETEX",
+    "DEL",
+    "UNLINK",
+    "EXISTS",
+    "PEXPIRE",
+    "EXPIRE",
+    "PEXPIREAT",
+    "EXPIREAT",
+    "PERSIST",
+    "PTTL",
+    "TTL",
+    "INCR",
+    "INCRBY",
+    "EVAL",
+    "EVALSHA",
+    "EVAL_RO",
+    "EVALSHA_RO",
+    "SCRIPT",
+    "WAIT",
+    "MULTI",
+    "EXEC",
+    "WATCH",
+    "UNWATCH",
+];
+
+/// One request a node sent through its proxy, and its reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireRecord {
+    /// The witness's own sequence, gap-free per proxy server (the run's records follow
+    /// `header.wire_after`).
+    pub seq: u64,
+    /// The proxy the request went through: `n1-redis`, `n1-store`, `n1-model`.
+    pub link: String,
+    /// The client connection, numbered by the proxy server.
+    pub conn: u64,
+    /// CLOCK_MONOTONIC when the request's first byte was read from the node, ns (before toxics).
+    pub sent_ns: u64,
+    /// Whether the request went on to the upstream (a blackhole drops it).
+    pub forwarded: bool,
+    /// What was asked.
+    pub request: WireRequest,
+    /// CLOCK_MONOTONIC when the reply's last byte was written to the node, ns (after toxics);
+    /// absent when no reply reached it (lost, dropped, or the connection ended first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_ns: Option<u64>,
+    /// What the upstream answered, delivered or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<WireReply>,
+}
+
+impl WireRecord {
+    /// The node whose link this is (`n1` of `n1-redis`).
+    #[must_use]
+    pub fn node(&self) -> &str {
+        self.link.rsplit_once('-').map_or(&self.link, |(node, _)| node)
+    }
+
+    /// Which of the node's links (`redis` of `n1-redis`).
+    #[must_use]
+    pub fn link_kind(&self) -> &str {
+        self.link.rsplit_once('-').map_or("", |(_, kind)| kind)
+    }
+}
+
+/// A request as the witness read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WireRequest {
+    /// A Redis command: its name and (for [`RECORDED_COMMANDS`]) its arguments.
+    Redis {
+        /// The command and its arguments, as text (lossy UTF-8), each cut at [`ARG_MAX`].
+        args: Vec<String>,
+    },
+    /// An HTTP request: method, path and the lease's fields of its JSON body.
+    Http {
+        /// `POST`, `GET`, ...
+        method: String,
+        /// The path, without the query.
+        path: String,
+        /// The body's `token`, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<String>,
+        /// The body's `fence`, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<u64>,
+        /// The body's `call`, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<u64>,
+        /// The body's `batch`, if any (model calls).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        batch: Option<u64>,
+    },
+    /// Bytes the witness could not read as the link's protocol: it records nothing more of this
+    /// connection (the wire properties of its node are then judged on what was read, and say so).
+    Unreadable {
+        /// Why.
+        why: String,
+    },
+}
+
+/// A reply as the witness read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WireReply {
+    /// A Redis reply.
+    Redis(Resp),
+    /// An HTTP response's status.
+    Http {
+        /// 200, 409, ...
+        status: u16,
+    },
+}
+
+/// A RESP value (RESP2 and the RESP3 types), strings cut at [`ARG_MAX`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resp {
+    /// `+OK`.
+    Simple(String),
+    /// `-ERR ...` (and RESP3's blob errors).
+    Error(String),
+    /// `:1` (and RESP3's booleans as 0/1).
+    Int(i64),
+    /// `$n` bulk string, or null (`$-1`, RESP3's `_`).
+    Bulk(Option<String>),
+    /// `*n` array (RESP3 sets and maps flattened), or null (`*-1`).
+    Array(Option<Vec<Resp>>),
+    /// RESP3 doubles, big numbers and verbatim strings, as their text.
+    Other(String),
+}
+
+impl Resp {
+    /// The reply as an integer, if it is one.
+    #[must_use]
+    pub fn int(&self) -> Option<i64> {
+        match self {
+            Resp::Int(n) => Some(*n),
+            _ => None,
+        }
+    }
+}

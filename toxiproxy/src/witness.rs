@@ -1,0 +1,272 @@
+//! The witness: what each proxy saw its clients send and receive, as [`WireRecord`]s (the run's
+//! vocabulary, `leasequake_reports::wire`). Each connection's two pumps hand it their bytes: the
+//! client's as they are read (stamped then, before any toxic acts), the upstream's as they are
+//! written back to the client (stamped after, when the client can have them). A connection
+//! speaks RESP or HTTP, told from its first bytes; requests and replies pair in order. A proxy's
+//! records are kept in a bounded log, served by `GET /proxies/{name}/witness` (an extension:
+//! Toxiproxy has no such route, and the harness then knows there is no witness).
+//!
+//! The witness records, it never acts: a parse that fails ends recording on that connection
+//! (one `unreadable` record says so) and the bytes flow on untouched.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use leasequake_reports::wire::{WireRecord, WireReply, WireRequest, RECORDED_COMMANDS, SCRIPT_MAX};
+use serde_json::{json, Value};
+
+mod http;
+mod resp;
+
+use resp::Frame;
+
+/// Records one proxy keeps; past it the oldest go, counted as lost.
+pub const RECORDS_MAX: usize = 100_000;
+/// The most bytes of one direction buffered while a frame is incomplete.
+const BUFFER_MAX: usize = 4 << 20;
+
+/// CLOCK_MONOTONIC now, ns: the axis every process on the machine shares (containers included).
+#[must_use]
+pub fn mono_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(t.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(t.tv_nsec).unwrap_or(0))
+}
+
+/// One proxy's records.
+#[derive(Default)]
+pub struct Log {
+    inner: Mutex<Inner>,
+    conns: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Default)]
+struct Inner {
+    records: VecDeque<WireRecord>,
+    /// The seq of `records[0]` (the next seq when empty).
+    first: u64,
+    lost: u64,
+}
+
+impl Log {
+    /// An empty log; its first record will be seq 1.
+    #[must_use]
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self { inner: Mutex::new(Inner { first: 1, ..Inner::default() }), ..Self::default() })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(&self, mut r: WireRecord) -> u64 {
+        let mut l = self.lock();
+        let seq = l.first + l.records.len() as u64;
+        r.seq = seq;
+        if l.records.len() >= RECORDS_MAX {
+            l.records.pop_front();
+            l.first += 1;
+            l.lost += 1;
+        }
+        l.records.push_back(r);
+        seq
+    }
+
+    fn answer(&self, seq: u64, reply: WireReply, reply_ns: Option<u64>) {
+        let mut l = self.lock();
+        let Some(i) = seq.checked_sub(l.first) else { return };
+        if let Some(r) = usize::try_from(i).ok().and_then(|i| l.records.get_mut(i)) {
+            r.reply = Some(reply);
+            r.reply_ns = reply_ns;
+        }
+    }
+
+    /// A connection of this proxy, numbered.
+    #[must_use]
+    pub fn conn(self: &Arc<Self>, link: &str) -> Arc<Mutex<Conn>> {
+        let n = self.conns.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        Arc::new(Mutex::new(Conn::new(self.clone(), link, n)))
+    }
+
+    /// The records after seq `after`, at most `limit`, as the API serves them: `first` (the
+    /// oldest kept), `next` (the seq the next record will get), `lost` (records dropped for room).
+    #[must_use]
+    pub fn page(&self, after: u64, limit: usize) -> Value {
+        let l = self.lock();
+        let skip = usize::try_from(after.saturating_add(1).saturating_sub(l.first)).unwrap_or(usize::MAX);
+        let records: Vec<&WireRecord> = l.records.iter().skip(skip).take(limit).collect();
+        json!({
+            "first": l.first,
+            "next": l.first + l.records.len() as u64,
+            "lost": l.lost,
+            "records": records,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    Unknown,
+    Resp,
+    Http,
+    /// Recording ended on this connection.
+    Off,
+}
+
+/// One connection's witness: both directions' unparsed bytes and the requests awaiting replies.
+pub struct Conn {
+    log: Arc<Log>,
+    link: String,
+    conn: u64,
+    proto: Proto,
+    up: Vec<u8>,
+    /// When the first byte of `up` was read.
+    up_ns: u64,
+    down: Vec<u8>,
+    pending: VecDeque<u64>,
+}
+
+impl Conn {
+    fn new(log: Arc<Log>, link: &str, conn: u64) -> Self {
+        Self {
+            log,
+            link: link.to_owned(),
+            conn,
+            proto: Proto::Unknown,
+            up: Vec::new(),
+            up_ns: 0,
+            down: Vec::new(),
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// Bytes the client sent, read at `at_ns`; `forwarded`: whether they went on upstream.
+    pub fn sent(&mut self, data: &[u8], at_ns: u64, forwarded: bool) {
+        if self.proto == Proto::Unknown {
+            self.proto = if http_method(data) { Proto::Http } else { Proto::Resp };
+        }
+        if self.proto == Proto::Off {
+            return;
+        }
+        if self.up.is_empty() {
+            self.up_ns = at_ns;
+        }
+        self.up.extend_from_slice(data);
+        // Bounded by the buffer: every turn consumes a frame or stops.
+        loop {
+            let parsed = match self.proto {
+                Proto::Http => http::request(&self.up),
+                _ => resp::command(&self.up).map(|args, _| recorded(args)),
+            };
+            match parsed {
+                Frame::Done(request, used) => {
+                    let sent_ns = self.up_ns;
+                    self.up.drain(..used);
+                    self.up_ns = at_ns;
+                    self.record(request, sent_ns, forwarded);
+                }
+                Frame::Partial if self.up.len() <= BUFFER_MAX => return,
+                Frame::Partial => return self.stop(format!("a request of over {BUFFER_MAX} bytes"), at_ns),
+                Frame::Bad(why) => return self.stop(why, at_ns),
+            }
+        }
+    }
+
+    fn record(&mut self, request: WireRequest, sent_ns: u64, forwarded: bool) {
+        let seq = self.log.push(WireRecord {
+            seq: 0,
+            link: self.link.clone(),
+            conn: self.conn,
+            sent_ns,
+            forwarded,
+            request,
+            reply_ns: None,
+            reply: None,
+        });
+        self.pending.push_back(seq);
+    }
+
+    /// Bytes from upstream, written to the client at `delivered_ns` (`None`: dropped by a toxic).
+    pub fn answered(&mut self, data: &[u8], delivered_ns: Option<u64>) {
+        if matches!(self.proto, Proto::Off | Proto::Unknown) {
+            return;
+        }
+        self.down.extend_from_slice(data);
+        // Bounded by the buffer: every turn consumes a frame or stops.
+        loop {
+            let (reply, used, to_close) = match self.proto {
+                Proto::Http => match http::response(&self.down) {
+                    Frame::Done((status, to_close), used) => {
+                        (status.map(|s| WireReply::Http { status: s }), used, to_close)
+                    }
+                    Frame::Partial => return self.overflow(delivered_ns),
+                    Frame::Bad(why) => return self.stop(why, delivered_ns.unwrap_or_else(mono_ns)),
+                },
+                _ => match resp::reply(&self.down) {
+                    Frame::Done(v, used) => (v.map(WireReply::Redis), used, false),
+                    Frame::Partial => return self.overflow(delivered_ns),
+                    Frame::Bad(why) => return self.stop(why, delivered_ns.unwrap_or_else(mono_ns)),
+                },
+            };
+            self.down.drain(..used);
+            if let Some(reply) = reply {
+                match self.pending.pop_front() {
+                    Some(seq) => self.log.answer(seq, reply, delivered_ns),
+                    None => return self.stop("a reply to no request".into(), delivered_ns.unwrap_or_else(mono_ns)),
+                }
+            }
+            if to_close {
+                // The body runs to the end: nothing after it can be paired.
+                self.proto = Proto::Off;
+                return;
+            }
+        }
+    }
+
+    fn overflow(&mut self, delivered_ns: Option<u64>) {
+        if self.down.len() > BUFFER_MAX {
+            self.stop(format!("a reply of over {BUFFER_MAX} bytes"), delivered_ns.unwrap_or_else(mono_ns));
+        }
+    }
+
+    /// Ends recording on this connection, with one record saying why.
+    fn stop(&mut self, why: String, at_ns: u64) {
+        self.proto = Proto::Off;
+        self.up = Vec::new();
+        self.down = Vec::new();
+        self.record(WireRequest::Unreadable { why }, at_ns, true);
+    }
+}
+
+fn http_method(data: &[u8]) -> bool {
+    ["GET ", "POST ", "PUT ", "DELETE ", "HEAD ", "PATCH ", "OPTIONS "].iter().any(|m| data.starts_with(m.as_bytes()))
+}
+
+/// A command as recorded: its name, and its arguments only for the commands a lease uses (so no
+/// `AUTH` or `HELLO` password is ever kept); a script body cut at [`SCRIPT_MAX`], others at the
+/// argument limit.
+fn recorded(args: Vec<Vec<u8>>) -> WireRequest {
+    let name = args.first().map(|a| resp::text(a).to_ascii_uppercase()).unwrap_or_default();
+    if !RECORDED_COMMANDS.contains(&name.as_str()) {
+        return WireRequest::Redis { args: vec![name] };
+    }
+    let script_at = match name.as_str() {
+        "EVAL" | "EVAL_RO" => Some(1),
+        "SCRIPT" => Some(2),
+        _ => None,
+    };
+    let args = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match script_at {
+            Some(at) if at == i => resp::cut(&String::from_utf8_lossy(a), SCRIPT_MAX),
+            _ => resp::text(a),
+        })
+        .collect();
+    WireRequest::Redis { args }
+}
+
+#[cfg(test)]
+mod tests;
