@@ -493,12 +493,14 @@ pub struct AuditRecord {
     pub call: u64,
 }
 
-/// The history file's format version (docs/history.md). Version 6 says on a heal how long the
+/// The history file's format version (docs/history.md). Version 7 adds what the fault proxy
+/// witnessed on every node link ([`HistoryLine::Wire`], `header.witness`, `snapshot.witness_gaps`);
+/// version 6 says on a heal how long the
 /// fault's effect may outlast it ([`FaultEvent::outlasts_ms`]); version 5 records a heal that failed as
 /// such ([`FaultPhase::HealFailed`]); version 4 adds the environment's events
 /// ([`EnvEvent`]); version 3 seals the history (the snapshot's [`Seal`]); version 2 added the
 /// header's `ttl_ms`.
-pub const HISTORY_VERSION: u32 = 6;
+pub const HISTORY_VERSION: u32 = 7;
 
 /// The oldest history version `check` and `repro` still read (judged by the rules it supports).
 pub const HISTORY_VERSION_MIN: u32 = 2;
@@ -569,6 +571,11 @@ pub struct Header {
     /// checker lengthens the bound by twice what this run's slowest fault-free round took more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round_estimate_ms: Option<u64>,
+    /// The fault proxy witnessed every node link (version 7): its records are `wire` lines, and
+    /// the wire properties judge them. Absent: no witness (the official Toxiproxy image, or an
+    /// older history), and the wire properties are not applicable.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub witness: bool,
 }
 
 /// The faults of this version of the runner.
@@ -873,6 +880,10 @@ pub struct Snapshot {
     /// liveness bound after it fell beyond the planned end. Absent when it ended as planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extended_ms: Option<u64>,
+    /// Links whose witness records are not all in the history (version 7): the proxy dropped
+    /// some for room, or could not be read. The wire properties of those nodes are inconclusive.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub witness_gaps: Vec<String>,
     /// What a reader needs to know the history is whole (version 3; absent before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seal: Option<Seal>,
@@ -911,6 +922,9 @@ pub struct LineCounts {
     /// Environment events (version 4; absent when none, so a version 3 seal reads as written).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub environment: u64,
+    /// Witness records (version 7; absent when none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wire: u64,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
@@ -954,6 +968,9 @@ pub enum HistoryLine {
     Observer(ObserverSample),
     /// One change in the environment (version 4).
     Environment(EnvEvent),
+    /// One request a node sent through its proxy, with its reply, as the proxy witnessed it
+    /// (version 7).
+    Wire(crate::wire::WireRecord),
     /// Last line.
     Snapshot(Snapshot),
 }

@@ -11,19 +11,24 @@ use leasequake_reports::history::{
     AuditRecord, EnvEvent, EventKind, FaultEvent, FaultKind, FaultPhase, Header, HistoryLine, Holds, LinkCut,
     ObserverSample, Snapshot, StoreOp, HISTORY_VERSION, HISTORY_VERSION_MIN,
 };
+use leasequake_reports::wire::WireRecord;
 use leasequake_reports::{
     bounded, printable, CheckResult, Evidence, Expectation, PropertyResult, PropertyStatus, Verdict, Violation,
     MAX_VIOLATIONS_KEPT,
 };
 
 /// The properties, in report order.
-pub const PROPERTIES: [&str; 10] = [
+pub const PROPERTIES: [&str; 14] = [
     "no_stale_write",
     "fence_anomaly",
     "sticky_loss",
     "acquisitions_end",
     "within_validity",
     "keeps_renewing",
+    "wire_within_validity",
+    "wire_keeps_renewing",
+    "wire_after_end",
+    "testimony",
     "single_writer",
     "cleanup",
     "liveness",
@@ -138,7 +143,7 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
 #[must_use]
 pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) -> CheckResult {
     let mut inconclusive = Vec::new();
-    let Lines { header, snapshot, audit, nodes, faults, observer, environment } =
+    let Lines { header, snapshot, audit, nodes, faults, observer, environment, wire } =
         Lines::sort(history, &mut inconclusive);
     match header {
         None => inconclusive.push("the history has no header line".into()),
@@ -183,6 +188,19 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
     properties.push(declared.renewal_property(validity));
     let renewed = keeps_renewing(header.and_then(|h| h.renew_ms), &renewing, &ends, &faults, &windows);
     properties.push(declared.renewal_property(renewed));
+    let on_wire = wire::read(header, snapshot, &nodes, &wire);
+    let renew_ms = header.and_then(|h| h.renew_ms);
+    for p in [
+        wire::within_validity(&on_wire, &windows),
+        wire::keeps_renewing(&on_wire, renew_ms, &faults, &windows),
+        wire::after_end(&on_wire, renew_ms, &windows),
+        wire::testimony(&on_wire, &nodes, &windows),
+    ] {
+        if p.status == PropertyStatus::Inconclusive {
+            inconclusive.push(format!("{}: {}", p.name, p.sentence));
+        }
+        properties.push(p);
+    }
     properties.push(single_writer(&audit, &windows));
     properties.push(cleanup(&audit));
     let live = liveness(header, (&nodes, &audit), (&faults, &windows), end_ns);
@@ -207,6 +225,7 @@ struct Lines<'a> {
     faults: Vec<&'a FaultEvent>,
     observer: Vec<&'a ObserverSample>,
     environment: Vec<&'a EnvEvent>,
+    wire: Vec<&'a WireRecord>,
 }
 
 impl<'a> Lines<'a> {
@@ -220,6 +239,7 @@ impl<'a> Lines<'a> {
             faults: vec![],
             observer: vec![],
             environment: vec![],
+            wire: vec![],
         };
         for line in history {
             match line {
@@ -242,6 +262,7 @@ impl<'a> Lines<'a> {
                 HistoryLine::Fault(f) => l.faults.push(f),
                 HistoryLine::Observer(o) => l.observer.push(o),
                 HistoryLine::Environment(e) => l.environment.push(e),
+                HistoryLine::Wire(w) => l.wire.push(w),
             }
         }
         l
@@ -786,3 +807,4 @@ mod drift;
 
 mod acquisition;
 mod declared;
+mod wire;

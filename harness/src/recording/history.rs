@@ -136,6 +136,7 @@ pub fn tally(lines: &[HistoryLine], after: u64) -> (LineCounts, u64) {
             HistoryLine::Fault(_) => c.fault += 1,
             HistoryLine::Observer(_) => c.observer += 1,
             HistoryLine::Environment(_) => c.environment += 1,
+            HistoryLine::Wire(_) => c.wire += 1,
             HistoryLine::Header(_) | HistoryLine::Snapshot(_) => {}
         }
     }

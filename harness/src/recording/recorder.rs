@@ -94,6 +94,41 @@ fn audit_lines(text: &str) -> Result<Vec<HistoryLine>, String> {
         .collect()
 }
 
+/// Every record each of `links` witnessed, as history lines, and the links whose records are
+/// not all there (dropped by the proxy for room, or not readable), each with why. Pages through
+/// the proxy's witness; bounded by what each proxy keeps.
+pub(crate) async fn read_wire(proxy: &leasequake_toxiproxy::Client, links: &[String]) -> (Vec<HistoryLine>, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut gaps = Vec::new();
+    for link in links {
+        let mut after = 0;
+        // Bounded: every page moves `after` on, and a proxy keeps at most RECORDS_MAX records.
+        loop {
+            let page = match proxy.witness(link, after).await {
+                Ok(Some(page)) => page,
+                Ok(None) => {
+                    gaps.push(format!("{link}: the proxy has no witness"));
+                    break;
+                }
+                Err(e) => {
+                    gaps.push(format!("{link}: its records could not be read ({e})"));
+                    break;
+                }
+            };
+            if after == 0 && page.first > 1 {
+                gaps.push(format!("{link}: the proxy dropped its first {} records for room", page.first - 1));
+            }
+            let Some(last) = page.records.last().map(|r| r.seq) else { break };
+            after = last;
+            lines.extend(page.records.into_iter().map(HistoryLine::Wire));
+            if after + 1 >= page.next {
+                break;
+            }
+        }
+    }
+    (lines, gaps)
+}
+
 /// The tenant's collections that never went live (a pipeline's temporary collection left behind).
 pub(crate) async fn temporary_collections_left(env: &Environment, tenant: &str) -> Vec<String> {
     let view =

@@ -30,7 +30,7 @@ use crate::history::{seal, write, write_atomically, HISTORY_FILE, VERDICTS_FILE}
 use crate::holders::Holders;
 use crate::image::{ensure, resolve, ImageSpec};
 use crate::progress::Progress;
-use crate::recorder::{collect, read_audit, temporary_collections_left, Recorder};
+use crate::recorder::{collect, read_audit, read_wire, temporary_collections_left, Recorder};
 use crate::scenario::{Fault, FaultKind, Observed, Scenario, Trigger};
 use crate::supervisor::{NodeHandle, NodeProcess, Received};
 use crate::trigger::{fire, fire_observed, follow_master, Armed, Hit};
@@ -417,6 +417,11 @@ async fn create_proxies(env: &Environment, proxy: &ProxyClient, count: u32) -> R
     Ok(())
 }
 
+/// Every node's proxies, by name (`n1-redis`, `n1-store`, ...).
+fn links(count: u32) -> Vec<String> {
+    (1..=count).flat_map(|i| [format!("n{i}-redis"), format!("n{i}-store")]).collect()
+}
+
 /// The store's audit sequence number before this run: its audit lines are those after it.
 async fn audit_seq(env: &Environment) -> Result<u64, HarnessError> {
     match leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", "/v1/health", None).await {
@@ -517,6 +522,7 @@ pub(crate) fn scenario_header(
         node_command: s.nodes.command.clone(),
         clients_follow: s.nodes.follow_failovers,
         round_estimate_ms: Some(s.round_estimate_ms()),
+        witness: false,
     }
 }
 
@@ -576,6 +582,9 @@ async fn drive(
     let proxy = ProxyClient::new(env.proxy_api.clone());
     create_proxies(env, &proxy, s.nodes.count).await?;
     let audit_after = audit_seq(env).await?;
+    // Our proxy witnesses every link; the official Toxiproxy has no witness (the wire properties
+    // then read "not applicable").
+    let witness = matches!(proxy.witness("n1-redis", u64::MAX).await, Ok(Some(_)));
     let (tx, rx) = mpsc::channel::<Received>(65_536);
     let (events, _) = broadcast::channel::<Arc<Received>>(4096);
     let ctx = Ctx {
@@ -590,7 +599,9 @@ async fn drive(
         events: events.clone(),
         tx,
     };
-    let lines = Recorder::new(HistoryLine::Header(header(&ctx, opts, audit_after)));
+    let mut head = header(&ctx, opts, audit_after);
+    head.witness = witness;
+    let lines = Recorder::new(HistoryLine::Header(head));
     let router_rx = ctx.events.subscribe();
     let mut fleet = Fleet::start(&ctx)?;
     opts.progress.phase(&format!("running ({} nodes, {} s)", s.nodes.count, s.duration_s));
@@ -634,6 +645,10 @@ async fn drive(
     for line in read_audit(env, audit_after).await? {
         lines.push(line);
     }
+    let (wire, witness_gaps) = if witness { read_wire(&proxy, &links(s.nodes.count)).await } else { Default::default() };
+    for line in wire {
+        lines.push(line);
+    }
     let left = temporary_collections_left(env, &tenant).await;
     if env.attached() {
         for i in 1..=s.nodes.count {
@@ -648,6 +663,7 @@ async fn drive(
         temporary_collections_left: left,
         versions: BTreeMap::from([("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
         extended_ms,
+        witness_gaps,
         seal: None,
     }));
     let mut lines = lines.take();

@@ -416,6 +416,7 @@ impl World {
             temporary_collections_left: left,
             extended_ms: None,
             versions: [("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())].into(),
+            witness_gaps: Vec::new(),
             seal: None,
         }));
         let mut lines = self.rec.take();

@@ -483,6 +483,7 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
         temporary_collections_left: vec![],
         extended_ms: None,
         versions: Default::default(),
+        witness_gaps: Vec::new(),
         seal: None,
     }));
     crate::history::seal(&mut h);
@@ -510,6 +511,7 @@ fn synthetic_header() -> Header {
         node_command: None,
         clients_follow: false,
         round_estimate_ms: None,
+        witness: false,
     }
 }
 

@@ -34,6 +34,15 @@ pub(super) fn integrity(history: &[HistoryLine], before_last: Option<sha2::Sha25
     }
     stamps(history, header, snapshot, &mut out.problems);
     audit_order(history, header.map_or(0, |h| h.audit_after), &mut out.problems);
+    if let Some(h) = header {
+        kinds_of_version(history, h.version, &mut out.problems);
+        if !h.witness && h.version >= 7 {
+            if let Some(i) = history.iter().position(|l| matches!(l, HistoryLine::Wire(_))) {
+                out.problems.push(format!("line {}: a `wire` line in a history whose header records no witness", i + 1));
+            }
+        }
+    }
+    wire_order(history, snapshot.map_or(&[][..], |s| &s.witness_gaps), &mut out.problems);
     match (header, snapshot) {
         (Some(h), Some(s)) if h.version >= 3 => sealed(history, h, s, before_last, &mut out.problems),
         (Some(h), _) if h.version < 3 => out.notes.push(format!(
@@ -98,6 +107,7 @@ enum Source<'a> {
     Observer(&'a str),
     Audit,
     Environment(&'a str),
+    Wire(&'a str, u64),
 }
 
 impl Source<'_> {
@@ -109,6 +119,7 @@ impl Source<'_> {
             Source::Observer(instance) => format!("the observer's samples of {instance}"),
             Source::Audit => "the store's audit records".into(),
             Source::Environment(source) => format!("the environment events seen by {source}"),
+            Source::Wire(link, conn) => format!("the witness records of {link}'s connection {conn}"),
         }
     }
 }
@@ -123,6 +134,7 @@ fn source(l: &HistoryLine) -> Option<(Source<'_>, u64)> {
         HistoryLine::Observer(o) => Some((Source::Observer(&o.instance), o.at_ns)),
         HistoryLine::Audit(a) => Some((Source::Audit, a.mono_ns)),
         HistoryLine::Environment(e) => Some((Source::Environment(&e.source), e.at_ns)),
+        HistoryLine::Wire(w) => Some((Source::Wire(&w.link, w.conn), w.sent_ns)),
         HistoryLine::Header(_) | HistoryLine::Snapshot(_) => None,
     }
 }
@@ -182,6 +194,51 @@ fn audit_order(history: &[HistoryLine], after: u64, out: &mut Vec<String>) {
     }
 }
 
+/// Lines only a later version writes: a history that carries them under an older version's
+/// header was changed after it was written (and would be judged without the rules they need).
+fn kinds_of_version(history: &[HistoryLine], version: u32, out: &mut Vec<String>) {
+    let needs = |l: &HistoryLine| match l {
+        HistoryLine::Environment(_) => 4,
+        HistoryLine::Wire(_) => 7,
+        _ => 0,
+    };
+    if let Some((i, (kind, since))) = history.iter().enumerate().find_map(|(i, l)| {
+        let since = needs(l);
+        (since > version).then(|| (i, (if since == 7 { "wire" } else { "environment" }, since)))
+    }) {
+        out.push(format!(
+            "line {}: a `{kind}` line, which only history version {since} and later write, in a version {version} history",
+            i + 1
+        ));
+    }
+}
+
+/// Witness records appear per link in the witness's order, each seq one more than the last, from
+/// seq 1 unless the snapshot says the link's records have a gap; a reply is never stamped before
+/// its request.
+fn wire_order(history: &[HistoryLine], gaps: &[String], out: &mut Vec<String>) {
+    let mut next: BTreeMap<&str, u64> = BTreeMap::new();
+    for (i, l) in history.iter().enumerate() {
+        let HistoryLine::Wire(w) = l else { continue };
+        let gap = gaps.iter().any(|g| g.split(':').next() == Some(w.link.as_str()));
+        let due = *next.get(w.link.as_str()).unwrap_or(&if gap { w.seq } else { 1 });
+        if w.seq != due {
+            out.push(format!(
+                "line {}: witness record {} seq {} where seq {due} was due (records lost, added or moved)",
+                i + 1,
+                w.link,
+                w.seq
+            ));
+            return;
+        }
+        if w.reply_ns.is_some_and(|r| r < w.sent_ns) {
+            out.push(format!("line {}: a witness record whose reply is stamped before its request", i + 1));
+            return;
+        }
+        next.insert(&w.link, w.seq.saturating_add(1));
+    }
+}
+
 /// A version-3 history matches its seal: line counts, last audit sequence number, digest.
 fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, before_last: Option<sha2::Sha256>, out: &mut Vec<String>) {
     let Some(seal) = &s.seal else {
@@ -196,8 +253,8 @@ fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, before_last: Option
     if counts != seal.lines {
         let shown = |c: &LineCounts| {
             format!(
-                "{} node, {} garbage, {} audit, {} fault, {} observer, {} environment",
-                c.node, c.garbage, c.audit, c.fault, c.observer, c.environment
+                "{} node, {} garbage, {} audit, {} fault, {} observer, {} environment, {} wire",
+                c.node, c.garbage, c.audit, c.fault, c.observer, c.environment, c.wire
             )
         };
         out.push(format!(

@@ -42,6 +42,7 @@ impl H {
             temporary_collections_left: vec![],
             versions: Default::default(),
             extended_ms: None,
+            witness_gaps: Vec::new(),
             seal: None,
         }));
         crate::history::seal(&mut self.lines);

@@ -212,7 +212,7 @@ fn a_resealed_history_is_judged_and_an_unsealed_older_one_says_so() {
         s.seal = None;
     }
     assert_eq!(verdict(&unsealed), Verdict::Inconclusive);
-    assert_eq!(HISTORY_VERSION, 6);
+    assert_eq!(HISTORY_VERSION, 7);
     // A version 3 history, sealed as version 3 wrote it (no environment count), is still whole:
     // written out and read back, its digest matches.
     let mut three = passing();

@@ -1,0 +1,173 @@
+//! `testimony`: what each node reported agrees with what the proxy saw it do. Every reported
+//! acquire, renewal, store call and model call happened on the node's links; no store call went
+//! out unreported; and a stamp never claims a send or a decision later than the proxy read the
+//! request (a node reads its clock before it sends). A node whose reports are wrong is named, so
+//! a bug in its instrumentation cannot hide a bug in its lease.
+
+use std::collections::HashSet;
+
+use leasequake_reports::history::EventKind;
+use leasequake_reports::wire::WireRecord;
+use leasequake_reports::{Evidence, PropertyResult, Violation};
+
+use super::{Act, NodeWire, View};
+use super::super::{Faults, Judge, NodeLine};
+
+/// How long after a reported store call its request may be missing from the wire for a fault on
+/// the node or the store (a reset link, a crash) to explain it.
+const EXCUSE_NS: u64 = 5_000_000_000;
+
+fn said(n: &NodeLine, what: String) -> Evidence {
+    Evidence { label: "reported".into(), seq: None, node: n.node.into(), token: String::new(), fence: 0, what, at_ns: n.sent_ns }
+}
+
+fn seen(r: &WireRecord, what: &str) -> Evidence {
+    Evidence {
+        label: "on the wire".into(),
+        seq: None,
+        node: r.node().into(),
+        token: String::new(),
+        fence: 0,
+        what: format!("{what} ({} seq {})", r.link, r.seq),
+        at_ns: r.sent_ns,
+    }
+}
+
+/// `testimony`.
+pub(crate) fn testimony(view: &View, nodes: &[NodeLine], faults: &Faults) -> PropertyResult {
+    let mut judge = Judge::new("testimony");
+    let (skipped, skip) = super::properties::unjudged(view);
+    let mut reported_calls: HashSet<(&str, &str, u64)> = HashSet::new();
+    let mut matched_renewals: HashSet<(&str, u64)> = HashSet::new();
+    for n in nodes.iter().filter(|n| !skip.contains(n.node)) {
+        let Some(w) = view.nodes.get(n.node) else { continue };
+        let problem = match n.kind {
+            EventKind::Acquired { token, sent_ns, .. } => acquired(w, token, *sent_ns),
+            EventKind::Renewed { token, sent_ns } => renewed(w, n, token, *sent_ns, &mut matched_renewals),
+            EventKind::StoreCallSent { token, call, decided_ns, .. } => {
+                reported_calls.insert((n.node, token.as_str(), *call));
+                store_call(w, n, token, *call, *decided_ns, faults)
+            }
+            EventKind::ModelCall { token, batch, decided_ns, .. } => model_call(w, token, u64::from(*batch), *decided_ns),
+            _ => None,
+        };
+        if let Some((what, rec)) = problem {
+            judge.violate(|| Violation {
+                summary: format!("{} {what}", n.node),
+                evidence: std::iter::once(said(n, format!("{:?}", n.kind).chars().take(160).collect()))
+                    .chain(rec.map(|r| seen(r, "the request")))
+                    .collect(),
+                faults_active: faults.active_at(n.sent_ns),
+                at_ns: n.sent_ns,
+            });
+        }
+    }
+    unreported(view, &skip, &reported_calls, faults, &mut judge);
+    super::properties::finish(judge, view, "every node's reports agree with what its links carried", &skipped)
+}
+
+type Problem<'a> = Option<(String, Option<&'a WireRecord>)>;
+
+fn acquired<'a>(w: &NodeWire<'a>, token: &str, sent_ns: Option<u64>) -> Problem<'a> {
+    let Some(a) = w.acqs.iter().find(|a| a.token == token) else {
+        return Some((format!("reported acquiring token {token}; its Redis link shows no acquire of it that took effect"), None));
+    };
+    let late = sent_ns.filter(|s| *s > a.acquired.sent_ns)?;
+    Some((
+        format!("stamped its acquire of {token} as sent {} µs after the proxy had read it", (late - a.acquired.sent_ns) / 1000),
+        Some(a.acquired),
+    ))
+}
+
+fn renewed<'a>(
+    w: &NodeWire<'a>,
+    n: &NodeLine,
+    token: &str,
+    sent_ns: Option<u64>,
+    matched: &mut HashSet<(&'a str, u64)>,
+) -> Problem<'a> {
+    let Some(a) = w.acqs.iter().find(|a| a.token == token) else {
+        return Some((format!("reported renewing token {token}, which it never acquired on the wire"), None));
+    };
+    // The renewal it reports was answered before it reported it, and sent no earlier than its stamp says.
+    let found = a.renewed.iter().find(|r| {
+        !matched.contains(&(r.link.as_str(), r.seq))
+            && r.reply_ns.is_some_and(|at| at <= n.sent_ns.max(n.at_ns))
+            && sent_ns.is_none_or(|s| s <= r.sent_ns)
+    });
+    match found {
+        Some(r) => {
+            matched.insert((r.link.as_str(), r.seq));
+            None
+        }
+        None => Some((
+            format!(
+                "reported a renewal of token {token}{} that no renewal answered on its Redis link before the report",
+                sent_ns.map_or(String::new(), |s| format!(" sent at {s}"))
+            ),
+            None,
+        )),
+    }
+}
+
+fn store_call<'a>(
+    w: &NodeWire<'a>,
+    n: &NodeLine,
+    token: &str,
+    call: u64,
+    decided_ns: Option<u64>,
+    faults: &Faults,
+) -> Problem<'a> {
+    let is_store = |a: &&Act| a.rec.link_kind() == "store" && a.token == Some(token) && a.call == Some(call);
+    match w.acts.iter().find(is_store) {
+        Some(a) => {
+            let late = decided_ns.filter(|d| *d > a.rec.sent_ns)?;
+            Some((format!("stamped its decision to send store call {call} {} µs after the proxy read it", (late - a.rec.sent_ns) / 1000), Some(a.rec)))
+        }
+        None if excused(n.node, n.sent_ns, faults) => None,
+        None => Some((format!("reported sending store call {call} under token {token}; its store link never carried it"), None)),
+    }
+}
+
+fn excused(node: &str, at: u64, faults: &Faults) -> bool {
+    let to = at.saturating_add(EXCUSE_NS);
+    faults.covers(node, at, to) || faults.covers_any(|k| k.store_wide(), at, to)
+}
+
+fn model_call<'a>(w: &NodeWire<'a>, token: &str, batch: u64, decided_ns: Option<u64>) -> Problem<'a> {
+    let model: Vec<&Act> = w.acts.iter().filter(|a| a.rec.link_kind() == "model").collect();
+    if model.is_empty() {
+        return None; // the node makes its model calls itself (protocol 1 to 3)
+    }
+    match model.iter().find(|a| a.token == Some(token) && a.batch == Some(batch)) {
+        Some(a) => {
+            let late = decided_ns.filter(|d| *d > a.rec.sent_ns)?;
+            Some((format!("stamped its decision to call the model {} µs after the proxy read the call", (late - a.rec.sent_ns) / 1000), Some(a.rec)))
+        }
+        None => Some((format!("reported model call {batch} under token {token}; its model link never carried it"), None)),
+    }
+}
+
+/// Store calls on the wire that their node never reported.
+fn unreported(
+    view: &View,
+    skip: &HashSet<&str>,
+    reported: &HashSet<(&str, &str, u64)>,
+    faults: &Faults,
+    judge: &mut Judge,
+) {
+    for (node, w) in view.nodes.iter().filter(|(node, _)| !skip.contains(*node)) {
+        let silent = w.acts.iter().find(|a| {
+            a.rec.link_kind() == "store"
+                && matches!((a.token, a.call), (Some(t), Some(c)) if !reported.contains(&(*node, t, c)))
+        });
+        if let Some(a) = silent {
+            judge.violate(|| Violation {
+                summary: format!("{node} sent {} (call {}) without reporting it", a.what, a.call.unwrap_or(0)),
+                evidence: vec![seen(a.rec, &a.what)],
+                faults_active: faults.active_at(a.rec.sent_ns),
+                at_ns: a.rec.sent_ns,
+            });
+        }
+    }
+}
