@@ -34,7 +34,7 @@ mod tools;
 // above group them by stage.
 pub use environment::{docker, env, image, local_redis};
 pub use judging::check;
-pub use nodes::{job, node, procfs, store, supervisor};
+pub use nodes::{job, model, node, procfs, store, supervisor};
 pub(crate) use recording::recorder;
 pub use recording::{clock, history, runlog};
 pub use reporting::report;

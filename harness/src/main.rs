@@ -634,7 +634,10 @@ async fn env_up_command(nodes: u32, down_after_ms: u64, policy: PolicyArg) -> an
     let r = env.run_id.clone();
     println!("environment {r} ready in {:.2} s", env.ready_in.as_secs_f64());
     println!("  fault proxy API   http://{}   (Toxiproxy API; e.g. curl {}/proxies)", env.proxy_api, env.proxy_api);
-    println!("  vector store      http://{}   (GET /v1/tenants/T, GET /v1/audit)", env.store_addr);
+    println!(
+        "  vector store      http://{}   (GET /v1/tenants/T, GET /v1/audit; the model: POST /v1/embed)",
+        env.store_addr
+    );
     let ports: Vec<String> = env
         .proxy_ports
         .iter()

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// The node protocol's current version. A node announces the version it speaks in `hello`; the
 /// supervisor accepts this one and the previous ([`PROTOCOL_VERSION_MIN`]) and refuses others.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The oldest protocol version the harness still speaks: a node written for it keeps working
 /// (its events carry no decision or send stamps, so `within_validity` is not applicable to it).
@@ -116,6 +116,10 @@ pub struct NodeConfig {
     pub redis_url: String,
     /// The vector store's address (`host:port`).
     pub store_addr: String,
+    /// The embedding model service's address (`host:port`, protocol 4): a node of version 4 makes
+    /// each model call a `POST /v1/embed` there. Absent: the node makes its model calls itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_addr: Option<String>,
     /// Lease durations.
     pub lease: LeaseTimings,
     /// Round shape.
@@ -493,6 +497,33 @@ pub struct AuditRecord {
     pub call: u64,
 }
 
+/// One call the embedding model service answered (history version 7): its audit log, in arrival
+/// order, the ground truth of what model calls were made whatever a node reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelRecord {
+    /// Arrival sequence, from 1, gap-free.
+    pub seq: u64,
+    /// CLOCK_MONOTONIC at arrival, ns.
+    pub arrived_ns: u64,
+    /// CLOCK_MONOTONIC when it answered, ns; absent when the caller went away first (a call the
+    /// node's loss cancelled, a node killed mid-call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_ns: Option<u64>,
+    /// Tenant.
+    pub tenant: String,
+    /// The node the call says it came from.
+    pub node: String,
+    /// The owner token it carried.
+    pub token: String,
+    /// The fence it carried.
+    pub fence: u64,
+    /// The batch it embeds.
+    pub batch: u64,
+    /// How long the model works on it, ms (the pipeline's `embed_ms`).
+    pub ms: u64,
+}
+
 /// The history file's format version (docs/history.md). Version 7 adds what the fault proxy
 /// witnessed on every node link ([`HistoryLine::Wire`], `header.witness`, `snapshot.witness_gaps`);
 /// version 6 says on a heal how long the
@@ -571,6 +602,10 @@ pub struct Header {
     /// checker lengthens the bound by twice what this run's slowest fault-free round took more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round_estimate_ms: Option<u64>,
+    /// The model service's audit sequence number before the run (version 7; 0 for a fresh one):
+    /// its `model` lines follow it without a gap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model_after: u64,
     /// The fault proxy witnessed every node link (version 7): its records are `wire` lines, and
     /// the wire properties judge them. Absent: no witness (the official Toxiproxy image, or an
     /// older history), and the wire properties are not applicable.
@@ -925,6 +960,9 @@ pub struct LineCounts {
     /// Witness records (version 7; absent when none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub wire: u64,
+    /// Model service audit records (version 7; absent when none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model: u64,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
@@ -971,6 +1009,8 @@ pub enum HistoryLine {
     /// One request a node sent through its proxy, with its reply, as the proxy witnessed it
     /// (version 7).
     Wire(crate::wire::WireRecord),
+    /// One call the model service answered (version 7).
+    Model(ModelRecord),
     /// Last line.
     Snapshot(Snapshot),
 }

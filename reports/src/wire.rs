@@ -1,8 +1,9 @@
 //! What the fault proxy witnessed on a node's links (history version 7): one [`WireRecord`] per
 //! request a node sent through its proxy (a Redis command, an HTTP request to the store or the
 //! model service) with the reply that came back, each stamped by the proxy on the shared
-//! CLOCK_MONOTONIC: the request when its first byte was read from the node, before any toxic; the
-//! reply when its last byte was written back to the node, after every toxic. Evidence the node
+//! CLOCK_MONOTONIC: the request when its first byte was read from the node, before any toxic (the
+//! node sent it no later); the reply when the proxy began to write its last chunk back to the
+//! node, after every toxic (the node read it no earlier). Evidence the node
 //! cannot shape: the checker judges the wire properties from it and checks the node's own reports
 //! against it.
 //!
@@ -78,8 +79,9 @@ pub struct WireRecord {
     pub forwarded: bool,
     /// What was asked.
     pub request: WireRequest,
-    /// CLOCK_MONOTONIC when the reply's last byte was written to the node, ns (after toxics);
-    /// absent when no reply reached it (lost, dropped, or the connection ended first).
+    /// CLOCK_MONOTONIC when the proxy began writing the reply's last chunk to the node, ns (after
+    /// toxics: the node cannot have read it before); absent when no reply reached it (lost,
+    /// dropped, or the connection ended first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_ns: Option<u64>,
     /// What the upstream answered, delivered or not.

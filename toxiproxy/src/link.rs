@@ -96,13 +96,14 @@ impl Pump {
         Self { stream, toxics, kill, rng: StdRng::seed_from_u64(seed), seen: BTreeMap::new(), witness }
     }
 
-    /// Hands the witness a chunk: a client's as read (`delivered` unused), an upstream's as
-    /// written to the client (`delivered`: stamped now) or dropped.
-    fn witness(&self, data: &[u8], read_ns: u64, delivered: bool) {
+    /// Hands the witness a chunk: a client's as read at `at_ns` (`forwarded`: sent on), an
+    /// upstream's as it began to be written to the client at `at_ns` (`None`: dropped). A reply
+    /// is stamped before its write, never after: the client cannot have read it earlier.
+    fn witness(&self, data: &[u8], at_ns: Option<u64>, forwarded: bool) {
         let mut w = self.witness.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match self.stream {
-            Stream::Upstream => w.sent(data, read_ns, delivered),
-            Stream::Downstream => w.answered(data, delivered.then(mono_ns)),
+            Stream::Upstream => w.sent(data, at_ns.unwrap_or_else(mono_ns), forwarded),
+            Stream::Downstream => w.answered(data, at_ns),
         }
     }
 
@@ -161,20 +162,19 @@ impl Pump {
                         let _ = dst.shutdown().await;
                         break End::Eof;
                     } Ok(n) => n };
-                    let read_ns = mono_ns();
                     if self.stream == Stream::Upstream {
-                        self.witness(&buf[..n], read_ns, blackhole.is_none());
+                        self.witness(&buf[..n], Some(mono_ns()), blackhole.is_none());
                     }
                     if blackhole.is_some() {
                         if self.stream == Stream::Downstream {
-                            self.witness(&buf[..n], read_ns, false);
+                            self.witness(&buf[..n], None, false);
                         }
                         continue; // the timeout toxic drops data
                     }
                     let received = Instant::now();
                     let forwarded = self.forward(&active, &buf[..n], received, &mut dst).await;
                     if self.stream == Stream::Downstream {
-                        self.witness(&buf[..n], read_ns, forwarded.is_ok());
+                        self.witness(&buf[..n], forwarded.as_ref().ok().copied(), forwarded.is_ok());
                     }
                     if let Err(end) = forwarded {
                         break end;
@@ -203,7 +203,7 @@ impl Pump {
         data: &[u8],
         received: Instant,
         dst: &mut OwnedWriteHalf,
-    ) -> Result<(), End> {
+    ) -> Result<u64, End> {
         let mut data = data;
         let mut close_after = false;
         for (t, _) in active {
@@ -243,6 +243,8 @@ impl Pump {
             }
             _ => None,
         });
+        // When the write began: the peer cannot have read any of it before.
+        let writing_ns = mono_ns();
         match slicer {
             None => dst.write_all(data).await.map_err(|_| End::Close)?,
             Some((avg, var, delay)) => {
@@ -261,7 +263,7 @@ impl Pump {
         if close_after {
             Err(End::Close)
         } else {
-            Ok(())
+            Ok(writing_ns)
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The witness: what each proxy saw its clients send and receive, as [`WireRecord`]s (the run's
 //! vocabulary, `leasequake_reports::wire`). Each connection's two pumps hand it their bytes: the
-//! client's as they are read (stamped then, before any toxic acts), the upstream's as they are
-//! written back to the client (stamped after, when the client can have them). A connection
+//! client's as they are read (stamped then, before any toxic acts: the client sent them no
+//! later), the upstream's as they are written back to the client (stamped as the write begins:
+//! the client cannot have them earlier). A connection
 //! speaks RESP or HTTP, told from its first bytes; requests and replies pair in order. A proxy's
 //! records are kept in a bounded log, served by `GET /proxies/{name}/witness` (an extension:
 //! Toxiproxy has no such route, and the harness then knows there is no witness).
@@ -188,7 +189,8 @@ impl Conn {
         self.pending.push_back(seq);
     }
 
-    /// Bytes from upstream, written to the client at `delivered_ns` (`None`: dropped by a toxic).
+    /// Bytes from upstream, whose write to the client began at `delivered_ns` (`None`: dropped by a
+    /// toxic).
     pub fn answered(&mut self, data: &[u8], delivered_ns: Option<u64>) {
         if matches!(self.proto, Proto::Off | Proto::Unknown) {
             return;

@@ -50,13 +50,73 @@ pub const ROLES: [&str; 7] =
 const SENTINELS: [&str; 3] = ["sentinel-1", "sentinel-2", "sentinel-3"];
 /// Sentinel's down-after while an environment starts (the configured one applies once ready).
 const STARTUP_DOWN_AFTER_MS: u64 = 10_000;
-/// First container port of the proxy's block (two per node: Redis, store).
+/// First container port of the proxy's block (three per node: Redis, store, model).
 pub const PROXY_PORT_BASE: u16 = 20_000;
+
+/// One of a node's links through the fault proxy: each its own proxy (`n1-redis`, `n1-store`,
+/// `n1-model`) and port, in this order in the node's block of ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NodeLink {
+    /// To the Redis primary.
+    Redis,
+    /// To the vector store.
+    Store,
+    /// To the embedding model service (the store's container serves it, under `/v1/embed`).
+    Model,
+}
+
+impl NodeLink {
+    /// Every link, in port order.
+    pub const ALL: [NodeLink; 3] = [NodeLink::Redis, NodeLink::Store, NodeLink::Model];
+
+    /// `redis`, `store`, `model`: the proxy's name after the node's.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeLink::Redis => "redis",
+            NodeLink::Store => "store",
+            NodeLink::Model => "model",
+        }
+    }
+
+    /// Where the proxy forwards, on the client network.
+    #[must_use]
+    pub fn upstream(self) -> String {
+        match self {
+            NodeLink::Redis => "redis-primary:6379".into(),
+            NodeLink::Store | NodeLink::Model => format!("store:{STORE_PORT}"),
+        }
+    }
+
+    /// Node `i`'s proxy on this link (`n1-redis`).
+    #[must_use]
+    pub fn proxy(self, i: u32) -> String {
+        format!("n{i}-{}", self.name())
+    }
+
+    /// Its place in node `i`'s block of ports (0-based, over every node).
+    #[must_use]
+    pub fn slot(self, i: u32) -> usize {
+        (i.saturating_sub(1) as usize) * NodeLink::ALL.len() + self as usize
+    }
+
+    /// The container port node `i`'s proxy on this link listens on.
+    #[must_use]
+    pub fn listen_port(self, i: u32) -> u16 {
+        PROXY_PORT_BASE.saturating_add(u16::try_from(self.slot(i)).unwrap_or(u16::MAX))
+    }
+}
+
+/// Proxy ports a run of `nodes` nodes needs.
+#[must_use]
+pub fn proxy_ports_for(nodes: u32) -> usize {
+    nodes as usize * NodeLink::ALL.len()
+}
 
 /// What to bring up.
 #[derive(Debug, Clone)]
 pub struct EnvConfig {
-    /// How many nodes will need proxies (two ports each).
+    /// How many nodes will need proxies (three ports each).
     pub nodes: u32,
     /// Sentinel `down-after-milliseconds`.
     pub down_after_ms: u64,
@@ -328,7 +388,7 @@ impl Environment {
             });
         }
         let mut proxy_ports = vec![PROXY_API_PORT];
-        proxy_ports.extend((0..cfg.nodes * 2).map(|i| PROXY_PORT_BASE + i as u16));
+        proxy_ports.extend((0..proxy_ports_for(cfg.nodes)).map(|i| PROXY_PORT_BASE + i as u16));
         specs.push(Spec {
             role: "proxy",
             image: &cfg.proxy_image,
@@ -354,7 +414,7 @@ impl Environment {
         }
         let ports = self.published("proxy").await?;
         self.proxy_api = format!("127.0.0.1:{}", ports[&PROXY_API_PORT]);
-        self.proxy_ports = (0..cfg.nodes * 2).map(|i| ports[&(PROXY_PORT_BASE + i as u16)]).collect();
+        self.proxy_ports = (0..proxy_ports_for(cfg.nodes)).map(|i| ports[&(PROXY_PORT_BASE + i as u16)]).collect();
         self.store_addr = format!("127.0.0.1:{}", self.published("store").await?[&STORE_PORT]);
         Ok(())
     }
@@ -536,6 +596,12 @@ impl Environment {
     pub async fn redis_cli_batch(&self, role: &str, commands: &str) -> Result<String, HarnessError> {
         let script = format!("printf '%s' '{}' | redis-cli --no-auth-warning -a \"$0\"", commands.replace('\'', ""));
         self.exec(role, &["sh", "-c", &script, &self.password]).await
+    }
+
+    /// The host port of node `i`'s proxy on `link`.
+    #[must_use]
+    pub fn node_port(&self, i: u32, link: NodeLink) -> u16 {
+        self.proxy_ports.get(link.slot(i)).copied().unwrap_or(0)
     }
 
     /// The Redis password of this run (for the nodes' URLs; never printed).
@@ -738,15 +804,15 @@ impl Environment {
             .ok_or_else(|| problem(format!("the proxy of {run_id} does not publish its API port {PROXY_API_PORT}")))?;
         env.proxy_api = format!("127.0.0.1:{api}");
         env.proxy_ports = ports.range(PROXY_PORT_BASE..).map(|(_, host)| *host).collect();
-        if env.proxy_ports.len() < nodes as usize * 2 {
+        if env.proxy_ports.len() < proxy_ports_for(nodes) {
             return Err(problem(format!(
                 "environment {run_id} publishes {} proxy ports, a run of {nodes} nodes needs {}. Fix: `leasequake env up \
                  --nodes {nodes}`",
                 env.proxy_ports.len(),
-                nodes * 2
+                proxy_ports_for(nodes)
             )));
         }
-        env.proxy_ports.truncate(nodes as usize * 2);
+        env.proxy_ports.truncate(proxy_ports_for(nodes));
         let store = env.published("store").await?;
         env.store_addr = format!(
             "127.0.0.1:{}",

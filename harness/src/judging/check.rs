@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use acquisition::Ends;
 use leasequake_reports::history::{
     AuditRecord, EnvEvent, EventKind, FaultEvent, FaultKind, FaultPhase, Header, HistoryLine, Holds, LinkCut,
-    ObserverSample, Snapshot, StoreOp, HISTORY_VERSION, HISTORY_VERSION_MIN,
+    ModelRecord, ObserverSample, Snapshot, StoreOp, HISTORY_VERSION, HISTORY_VERSION_MIN,
 };
 use leasequake_reports::wire::WireRecord;
 use leasequake_reports::{
@@ -143,7 +143,7 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
 #[must_use]
 pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) -> CheckResult {
     let mut inconclusive = Vec::new();
-    let Lines { header, snapshot, audit, nodes, faults, observer, environment, wire } =
+    let Lines { header, snapshot, audit, nodes, faults, observer, environment, wire, model } =
         Lines::sort(history, &mut inconclusive);
     match header {
         None => inconclusive.push("the history has no header line".into()),
@@ -208,7 +208,8 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
         inconclusive.push(live.sentence.clone());
     }
     properties.push(live);
-    let (metrics, wastes) = measure::measure(&audit, &nodes, &faults, &observer, header.and_then(|h| h.ttl_ms));
+    let (metrics, wastes) =
+        measure::measure((&audit, &model), &nodes, &faults, &observer, header.and_then(|h| h.ttl_ms));
     properties.push(bounded_waste(header.and_then(|h| h.waste_budget_ms), &wastes, &windows));
 
     let expected = header.and_then(|h| h.expected.as_ref());
@@ -226,6 +227,7 @@ struct Lines<'a> {
     observer: Vec<&'a ObserverSample>,
     environment: Vec<&'a EnvEvent>,
     wire: Vec<&'a WireRecord>,
+    model: Vec<&'a ModelRecord>,
 }
 
 impl<'a> Lines<'a> {
@@ -240,6 +242,7 @@ impl<'a> Lines<'a> {
             observer: vec![],
             environment: vec![],
             wire: vec![],
+            model: vec![],
         };
         for line in history {
             match line {
@@ -263,6 +266,7 @@ impl<'a> Lines<'a> {
                 HistoryLine::Observer(o) => l.observer.push(o),
                 HistoryLine::Environment(e) => l.environment.push(e),
                 HistoryLine::Wire(w) => l.wire.push(w),
+                HistoryLine::Model(m) => l.model.push(m),
             }
         }
         l

@@ -53,6 +53,8 @@ pub trait NodeEnv: Send + Sync + 'static {
     fn renewal(&self) -> impl Spawn;
     /// Holds renewal alone for `ms` (the `stall_renewal` command): the rest of the job runs on.
     fn stall_renewal(&self, ms: u64);
+    /// One call to the model service (`POST /v1/embed`, protocol 4): status and body.
+    fn model(&self, body: String) -> impl Future<Output = Result<(u16, String), StoreFailure>> + Send;
     /// One HTTP exchange with the store: status and body.
     fn store(
         &self,
@@ -371,8 +373,7 @@ impl<E: NodeEnv> Node<E> {
                 Err(e) => return aborted(e.is_lost(), e.to_string()),
             };
             let began = tokio::time::Instant::now();
-            let extra = self.slow_model.load(Ordering::Relaxed);
-            if let Err(o) = self.work(guard, Duration::from_millis(p.embed_ms + extra)).await {
+            if let Err(o) = self.model_call(guard, token, fence, batch).await {
                 return o;
             }
             let ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -443,6 +444,40 @@ impl<E: NodeEnv> Node<E> {
     }
 
     /// Wall-time work that ownership loss (or stop) cancels at once.
+    /// One model call: a request to the model service when there is one (protocol 4), else the
+    /// model's time spent here. Either way the lease's loss cancels it at once (the request is
+    /// dropped: the service logs the call unanswered). A `slow_model` command adds its time here.
+    async fn model_call(&mut self, guard: &Guard<E>, token: &str, fence: u64, batch: u32) -> Result<(), Outcome> {
+        let p = &self.cfg.pipeline;
+        let (embed_ms, timeout_ms) = (p.embed_ms, p.embed_ms.saturating_add(p.store_timeout_ms));
+        let extra = self.slow_model.load(Ordering::Relaxed);
+        if self.cfg.model_addr.is_none() || extra > 0 {
+            let local = if self.cfg.model_addr.is_none() { embed_ms + extra } else { extra };
+            self.work(guard, Duration::from_millis(local)).await?;
+            if self.cfg.model_addr.is_none() {
+                return Ok(());
+            }
+        }
+        let body = json!({ "tenant": self.cfg.tenant, "node": self.cfg.node, "token": token, "fence": fence,
+                           "batch": batch, "ms": embed_ms })
+        .to_string();
+        self.hold().await?;
+        let call = tokio::time::timeout(Duration::from_millis(timeout_ms), self.env.model(body));
+        tokio::select! {
+            biased;
+            () = self.stop.cancelled() => Err(aborted(false, "stopped")),
+            loss = guard.lost() => Err(aborted(true, loss.reason.kind())),
+            answer = call => match answer {
+                Ok(Ok((200, _))) => Ok(()),
+                Ok(Ok((status, body))) => Err(aborted(false, format!("the model service answered {status}: {body}"))),
+                Ok(Err(StoreFailure::NotDelivered(e) | StoreFailure::NoAnswer(e))) => {
+                    Err(aborted(false, format!("the model call failed: {e}")))
+                }
+                Err(_) => Err(aborted(false, format!("no answer from the model service within {timeout_ms} ms"))),
+            },
+        }
+    }
+
     async fn work(&mut self, guard: &Guard<E>, d: Duration) -> Result<(), Outcome> {
         self.hold().await?;
         tokio::select! {

@@ -90,7 +90,8 @@ async fn serve(
         lease_key: None,
         renewals: None,
     });
-    let (env, renewal_thread, end_tx) = ProcessEnv::start(&config.redis_url, &config.store_addr)?;
+    let (env, renewal_thread, end_tx) =
+        ProcessEnv::start(&config.redis_url, &config.store_addr, config.model_addr.as_deref())?;
     let commands = lines.map(|l| {
         l.map_err(|e| e.to_string()).and_then(|l| serde_json::from_str::<NodeCommand>(&l).map_err(|e| e.to_string()))
     });
@@ -105,6 +106,7 @@ async fn serve(
 struct ProcessEnv {
     redis: Result<redis::Client, String>,
     store_addr: String,
+    model_addr: Option<String>,
     renewal: tokio::runtime::Handle,
 }
 
@@ -113,6 +115,7 @@ impl ProcessEnv {
     fn start(
         redis_url: &str,
         store_addr: &str,
+        model_addr: Option<&str>,
     ) -> Result<(Self, std::thread::JoinHandle<()>, tokio::sync::oneshot::Sender<()>), HarnessError> {
         let protocol = |detail: String| HarnessError::NodeProtocol { detail };
         let (handle_tx, handle_rx) = std::sync::mpsc::channel();
@@ -130,7 +133,15 @@ impl ProcessEnv {
         let renewal = handle_rx.recv().map_err(|_| protocol("the renewal thread did not start".into()))?;
         // redis-rs's parse errors do not echo the URL, so no password reaches the history.
         let redis = redis::Client::open(redis_url).map_err(|e| format!("bad Redis URL: {e}"));
-        Ok((Self { redis, store_addr: store_addr.to_owned(), renewal }, thread, end_tx))
+        let model_addr = model_addr.map(str::to_owned);
+        Ok((Self { redis, store_addr: store_addr.to_owned(), model_addr, renewal }, thread, end_tx))
+    }
+}
+
+fn failure(e: ExchangeError) -> StoreFailure {
+    match e {
+        ExchangeError::Connect(e) => StoreFailure::NotDelivered(e.to_string()),
+        other => StoreFailure::NoAnswer(other.to_string()),
     }
 }
 
@@ -166,10 +177,14 @@ impl NodeEnv for ProcessEnv {
         path: String,
         body: Option<String>,
     ) -> Result<(u16, String), StoreFailure> {
-        exchange(&self.store_addr, method, &path, body).await.map_err(|e| match e {
-            ExchangeError::Connect(e) => StoreFailure::NotDelivered(e.to_string()),
-            other => StoreFailure::NoAnswer(other.to_string()),
-        })
+        exchange(&self.store_addr, method, &path, body).await.map_err(failure)
+    }
+
+    async fn model(&self, body: String) -> Result<(u16, String), StoreFailure> {
+        let Some(addr) = &self.model_addr else {
+            return Err(StoreFailure::NotDelivered("no model service was given".into()));
+        };
+        exchange(addr, "POST", "/v1/embed", Some(body)).await.map_err(failure)
     }
 
     fn tokens(&self, node: &str, incarnation: u64) -> Result<UniqueTokens, LeaseError> {

@@ -88,6 +88,8 @@ struct State {
 pub struct Store {
     policy: StorePolicy,
     state: Mutex<State>,
+    /// The model service served beside it (`POST /v1/embed`).
+    model: crate::model::Model,
     /// The audit records' stamps: CLOCK_MONOTONIC, or a simulation's virtual clock.
     stamp: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
@@ -106,14 +108,23 @@ impl Store {
     pub fn new(policy: StorePolicy, audit_file: Option<&Path>) -> std::io::Result<Self> {
         let file = audit_file.map(File::create).transpose()?.map(BufWriter::new);
         let state = State { seq: 0, tenants: BTreeMap::new(), collections: BTreeMap::new(), audit: Vec::new(), file };
-        Ok(Self { policy, state: Mutex::new(state), stamp: Arc::new(mono_ns) })
+        let stamp: Arc<dyn Fn() -> u64 + Send + Sync> = Arc::new(mono_ns);
+        Ok(Self { policy, state: Mutex::new(state), model: crate::model::Model::new(stamp.clone()), stamp })
     }
 
-    /// Stamps audit records with `stamp` (a simulation's clock) instead of CLOCK_MONOTONIC.
+    /// Stamps audit records (the store's and the model's) with `stamp` (a simulation's clock)
+    /// instead of CLOCK_MONOTONIC.
     #[must_use]
     pub fn with_stamp(mut self, stamp: Arc<dyn Fn() -> u64 + Send + Sync>) -> Self {
+        self.model = crate::model::Model::new(stamp.clone());
         self.stamp = stamp;
         self
+    }
+
+    /// The model service served beside the store.
+    #[must_use]
+    pub fn model(&self) -> &crate::model::Model {
+        &self.model
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -350,7 +361,12 @@ async fn handle(store: Arc<Store>, req: Request<Incoming>) -> Result<Response<Fu
         Ok(b) => b.to_bytes(),
         Err(e) => return Ok(reply(400, &json!({ "error": format!("bad body: {e}") }))),
     };
-    let (status, text, ndjson) = route(&store, method.as_str(), &path, query.as_deref(), &body);
+    let (status, text, ndjson) = if method == hyper::Method::POST && path == "/v1/embed" {
+        let (status, text) = crate::model::embed(store.model(), &body).await;
+        (status, text, false)
+    } else {
+        route(&store, method.as_str(), &path, query.as_deref(), &body)
+    };
     let mut r = Response::new(Full::new(Bytes::from(text)));
     *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
     let kind = if ndjson { "application/x-ndjson" } else { "application/json" };
@@ -363,13 +379,11 @@ async fn handle(store: Arc<Store>, req: Request<Incoming>) -> Result<Response<Fu
 pub fn route(store: &Store, method: &str, path: &str, query: Option<&str>, body: &[u8]) -> (u16, String, bool) {
     let json = |status: u16, v: Value| (status, v.to_string(), false);
     match (method, path) {
-        ("GET", "/v1/health") => json(200, json!({ "ok": true, "audit_seq": store.audit_seq() })),
-        ("GET", "/v1/audit") => {
-            let after = query.and_then(|q| q.strip_prefix("after=")).and_then(|n| n.parse().ok()).unwrap_or(0);
-            let lines: String =
-                store.audit_after(after).iter().map(|r| serde_json::to_string(r).unwrap_or_default() + "\n").collect();
-            (200, lines, true)
+        ("GET", "/v1/health") => {
+            json(200, json!({ "ok": true, "audit_seq": store.audit_seq(), "model_seq": store.model().audit_seq() }))
         }
+        ("GET", "/v1/audit") => (200, ndjson(&store.audit_after(after(query))), true),
+        ("GET", "/v1/model/audit") => (200, ndjson(&store.model().audit_after(after(query))), true),
         ("GET", p) if p.starts_with("/v1/tenants/") => json(200, store.tenant_view(&p["/v1/tenants/".len()..])),
         ("POST", p) => match op_from_path(p) {
             None => json(404, json!({ "error": format!("no such operation {p}") })),
@@ -383,6 +397,16 @@ pub fn route(store: &Store, method: &str, path: &str, query: Option<&str>, body:
         },
         _ => json(404, json!({ "error": format!("no route {method} {path}") })),
     }
+}
+
+/// `after=N` of a query (0 when absent).
+fn after(query: Option<&str>) -> u64 {
+    query.and_then(|q| q.strip_prefix("after=")).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// Records as JSON lines.
+fn ndjson<T: serde::Serialize>(records: &[T]) -> String {
+    records.iter().map(|r| serde_json::to_string(r).unwrap_or_default() + "\n").collect()
 }
 
 fn reply(status: u16, body: &Value) -> Response<Full<Bytes>> {

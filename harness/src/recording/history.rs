@@ -137,6 +137,7 @@ pub fn tally(lines: &[HistoryLine], after: u64) -> (LineCounts, u64) {
             HistoryLine::Observer(_) => c.observer += 1,
             HistoryLine::Environment(_) => c.environment += 1,
             HistoryLine::Wire(_) => c.wire += 1,
+            HistoryLine::Model(_) => c.model += 1,
             HistoryLine::Header(_) | HistoryLine::Snapshot(_) => {}
         }
     }

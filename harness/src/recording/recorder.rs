@@ -70,15 +70,34 @@ pub(crate) async fn collect(
 /// or a record that does not parse, is an error: the history must hold every record or the run
 /// proves nothing (an audit cut short would be sealed as whole, and a lost write never judged).
 pub(crate) async fn read_audit(env: &Environment, audit_after: u64) -> Result<Vec<HistoryLine>, HarnessError> {
-    let bad = |detail: String| HarnessError::Environment { detail: format!("the store's audit log: {detail}") };
-    let path = format!("/v1/audit?after={audit_after}");
-    let (status, audit) = leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", &path, None)
+    let text = read_log(env, "the store's audit log", &format!("/v1/audit?after={audit_after}")).await?;
+    audit_lines(&text).map_err(|e| HarnessError::Environment { detail: format!("the store's audit log: {e}") })
+}
+
+/// The model service's audit log since `model_after`, as history lines (the same rules as the
+/// store's: all of it, or an error).
+pub(crate) async fn read_model(env: &Environment, model_after: u64) -> Result<Vec<HistoryLine>, HarnessError> {
+    let text = read_log(env, "the model service's audit log", &format!("/v1/model/audit?after={model_after}")).await?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).map(HistoryLine::Model).map_err(|e| HarnessError::Environment {
+                detail: format!("the model service's audit log: record {} does not parse ({e})", i + 1),
+            })
+        })
+        .collect()
+}
+
+async fn read_log(env: &Environment, what: &str, path: &str) -> Result<String, HarnessError> {
+    let bad = |detail: String| HarnessError::Environment { detail: format!("{what}: {detail}") };
+    let (status, text) = leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", path, None)
         .await
         .map_err(|e| bad(format!("cannot read it: {e}")))?;
     if status != 200 {
         return Err(bad(format!("GET {path} answered {status}")));
     }
-    audit_lines(&audit).map_err(bad)
+    Ok(text)
 }
 
 /// The audit log's JSON lines as history lines; the first that does not parse is an error.
@@ -97,7 +116,10 @@ fn audit_lines(text: &str) -> Result<Vec<HistoryLine>, String> {
 /// Every record each of `links` witnessed, as history lines, and the links whose records are
 /// not all there (dropped by the proxy for room, or not readable), each with why. Pages through
 /// the proxy's witness; bounded by what each proxy keeps.
-pub(crate) async fn read_wire(proxy: &leasequake_toxiproxy::Client, links: &[String]) -> (Vec<HistoryLine>, Vec<String>) {
+pub(crate) async fn read_wire(
+    proxy: &leasequake_toxiproxy::Client,
+    links: &[String],
+) -> (Vec<HistoryLine>, Vec<String>) {
     let mut lines = Vec::new();
     let mut gaps = Vec::new();
     for link in links {

@@ -35,6 +35,8 @@ pub struct Holders {
     owner: Mutex<Option<String>>,
     /// The nodes whose `hello` declared hidden renewals.
     hidden: Mutex<std::collections::BTreeSet<String>>,
+    /// Each node's protocol version, from its `hello`.
+    protocols: Mutex<HashMap<String, u32>>,
 }
 
 impl Holders {
@@ -47,6 +49,7 @@ impl Holders {
             tokens: Mutex::default(),
             owner: Mutex::default(),
             hidden: Mutex::default(),
+            protocols: Mutex::default(),
         }
     }
 
@@ -67,7 +70,8 @@ impl Holders {
     /// acquisition's token and owner.
     pub fn saw(&self, node: &str, event: &EventKind) {
         match event {
-            EventKind::Hello { lease_key, renewals, .. } => {
+            EventKind::Hello { lease_key, renewals, protocol, .. } => {
+                self.protocols.lock().unwrap_or_else(PoisonError::into_inner).insert(node.to_owned(), *protocol);
                 if *renewals == Some(Renewals::Hidden) {
                     self.hidden.lock().unwrap_or_else(PoisonError::into_inner).insert(node.to_owned());
                 }
@@ -91,6 +95,12 @@ impl Holders {
             }
             _ => {}
         }
+    }
+
+    /// The protocol version `node` speaks, once its `hello` came.
+    #[must_use]
+    pub fn protocol(&self, node: &str) -> Option<u32> {
+        self.protocols.lock().unwrap_or_else(PoisonError::into_inner).get(node).copied()
     }
 
     /// Why a fault that needs `node`'s renewals (`None`: any node's) cannot take effect, if its

@@ -23,14 +23,14 @@ use tracing::{info, Instrument};
 
 use crate::check::check;
 use crate::clock::mono_ns;
-use crate::env::{EnvConfig, Environment, PROXY_PORT_BASE};
+use crate::env::{EnvConfig, Environment, NodeLink};
 use crate::error::HarnessError;
 use crate::fault;
 use crate::history::{seal, write, write_atomically, HISTORY_FILE, VERDICTS_FILE};
 use crate::holders::Holders;
 use crate::image::{ensure, resolve, ImageSpec};
 use crate::progress::Progress;
-use crate::recorder::{collect, read_audit, read_wire, temporary_collections_left, Recorder};
+use crate::recorder::{collect, read_audit, read_model, read_wire, temporary_collections_left, Recorder};
 use crate::scenario::{Fault, FaultKind, Observed, Scenario, Trigger};
 use crate::supervisor::{NodeHandle, NodeProcess, Received};
 use crate::trigger::{fire, fire_observed, follow_master, Armed, Hit};
@@ -263,11 +263,11 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn node_config(&self, i: u32, incarnation: u64) -> NodeConfig {
-        let redis_port = self.env.proxy_ports[(2 * (i - 1)) as usize];
-        let store_port = self.env.proxy_ports[(2 * (i - 1) + 1) as usize];
+        let port = |link| self.env.node_port(i, link);
         let links = Links {
-            redis_url: format!("redis://:{}@127.0.0.1:{redis_port}/", self.env.redis_password()),
-            store_addr: format!("127.0.0.1:{store_port}"),
+            redis_url: format!("redis://:{}@127.0.0.1:{}/", self.env.redis_password(), port(NodeLink::Redis)),
+            store_addr: format!("127.0.0.1:{}", port(NodeLink::Store)),
+            model_addr: Some(format!("127.0.0.1:{}", port(NodeLink::Model))),
         };
         node_config(self.s, &self.faults, self.seed, &self.tenant, (i, incarnation), links)
     }
@@ -396,14 +396,12 @@ impl fault::Nodes for Fleet<'_> {
     }
 }
 
-/// One Redis proxy and one store proxy per node (an attached environment's old ones replaced).
+/// A Redis, a store and a model proxy per node (an attached environment's old ones replaced).
 async fn create_proxies(env: &Environment, proxy: &ProxyClient, count: u32) -> Result<(), HarnessError> {
     for i in 1..=count {
-        let base = PROXY_PORT_BASE + 2 * (i as u16 - 1);
-        for (name, listen, upstream) in [
-            (format!("n{i}-redis"), format!("0.0.0.0:{base}"), "redis-primary:6379"),
-            (format!("n{i}-store"), format!("0.0.0.0:{}", base + 1), "store:7700"),
-        ] {
+        for link in NodeLink::ALL {
+            let (name, listen, upstream) = (link.proxy(i), format!("0.0.0.0:{}", link.listen_port(i)), link.upstream());
+            let upstream = upstream.as_str();
             if env.attached() {
                 // A run before this one may have left its proxies (and their toxics).
                 let _ = proxy.delete_proxy(&name).await;
@@ -417,19 +415,21 @@ async fn create_proxies(env: &Environment, proxy: &ProxyClient, count: u32) -> R
     Ok(())
 }
 
-/// Every node's proxies, by name (`n1-redis`, `n1-store`, ...).
+/// Every node's proxies, by name (`n1-redis`, `n1-store`, `n1-model`, ...).
 fn links(count: u32) -> Vec<String> {
-    (1..=count).flat_map(|i| [format!("n{i}-redis"), format!("n{i}-store")]).collect()
+    (1..=count).flat_map(|i| NodeLink::ALL.map(|l| l.proxy(i))).collect()
 }
 
-/// The store's audit sequence number before this run: its audit lines are those after it.
-async fn audit_seq(env: &Environment) -> Result<u64, HarnessError> {
-    match leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", "/v1/health", None).await {
-        Ok((200, body)) => serde_json::from_str::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v["audit_seq"].as_u64())
-            .ok_or_else(|| env_err(format!("the store's health answer has no audit_seq: {body}"))),
-        other => Err(env_err(format!("the store does not answer its health check: {other:?}"))),
+/// The store's and the model service's audit sequence numbers before this run: their audit
+/// lines are those after them.
+async fn audit_seqs(env: &Environment) -> Result<(u64, u64), HarnessError> {
+    let (status, body) = leasequake_toxiproxy::http::exchange(&env.store_addr, "GET", "/v1/health", None)
+        .await
+        .map_err(|e| env_err(format!("the store does not answer its health check: {e}")))?;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    match (status, v["audit_seq"].as_u64(), v["model_seq"].as_u64()) {
+        (200, Some(audit), Some(model)) => Ok((audit, model)),
+        _ => Err(env_err(format!("the store's health answer has no audit_seq and model_seq: {status} {body}"))),
     }
 }
 
@@ -439,10 +439,11 @@ fn header(ctx: &Ctx<'_>, opts: &RunOptions, audit_after: u64) -> Header {
     h
 }
 
-/// Where a node reaches Redis and the store.
+/// Where a node reaches Redis, the store and the model service.
 pub(crate) struct Links {
     pub redis_url: String,
     pub store_addr: String,
+    pub model_addr: Option<String>,
 }
 
 /// Node `i`'s configuration (incarnation `incarnation`) for scenario `s` with schedule `faults`:
@@ -472,6 +473,7 @@ pub(crate) fn node_config(
         tenant: tenant.to_owned(),
         redis_url: links.redis_url,
         store_addr: links.store_addr,
+        model_addr: links.model_addr,
         lease: LeaseTimings {
             ttl_ms: s.lease.ttl_ms,
             renew_ms: s.renew_ms(),
@@ -522,6 +524,7 @@ pub(crate) fn scenario_header(
         node_command: s.nodes.command.clone(),
         clients_follow: s.nodes.follow_failovers,
         round_estimate_ms: Some(s.round_estimate_ms()),
+        model_after: 0,
         witness: false,
     }
 }
@@ -581,7 +584,7 @@ async fn drive(
     let cancel = interrupt.token();
     let proxy = ProxyClient::new(env.proxy_api.clone());
     create_proxies(env, &proxy, s.nodes.count).await?;
-    let audit_after = audit_seq(env).await?;
+    let (audit_after, model_after) = audit_seqs(env).await?;
     // Our proxy witnesses every link; the official Toxiproxy has no witness (the wire properties
     // then read "not applicable").
     let witness = matches!(proxy.witness("n1-redis", u64::MAX).await, Ok(Some(_)));
@@ -601,6 +604,7 @@ async fn drive(
     };
     let mut head = header(&ctx, opts, audit_after);
     head.witness = witness;
+    head.model_after = model_after;
     let lines = Recorder::new(HistoryLine::Header(head));
     let router_rx = ctx.events.subscribe();
     let mut fleet = Fleet::start(&ctx)?;
@@ -642,18 +646,19 @@ async fn drive(
     let _ = tokio::time::timeout(Duration::from_secs(5), collector).await;
 
     opts.progress.phase("reading the store's audit log");
-    for line in read_audit(env, audit_after).await? {
+    for line in read_audit(env, audit_after).await?.into_iter().chain(read_model(env, model_after).await?) {
         lines.push(line);
     }
-    let (wire, witness_gaps) = if witness { read_wire(&proxy, &links(s.nodes.count)).await } else { Default::default() };
+    let (wire, witness_gaps) =
+        if witness { read_wire(&proxy, &links(s.nodes.count)).await } else { Default::default() };
     for line in wire {
         lines.push(line);
     }
     let left = temporary_collections_left(env, &tenant).await;
     if env.attached() {
         for i in 1..=s.nodes.count {
-            for name in [format!("n{i}-redis"), format!("n{i}-store")] {
-                let _ = proxy.delete_proxy(&name).await;
+            for link in NodeLink::ALL {
+                let _ = proxy.delete_proxy(&link.proxy(i)).await;
             }
         }
     }

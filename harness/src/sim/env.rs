@@ -97,6 +97,11 @@ impl NodeEnv for SimEnv {
         self.renewal_gate.shut_until(Instant::now() + Duration::from_millis(ms));
     }
 
+    async fn model(&self, _body: String) -> Result<(u16, String), StoreFailure> {
+        // The simulation's nodes make their model calls themselves (their config names no service).
+        Err(StoreFailure::NotDelivered("the simulation has no model service".into()))
+    }
+
     async fn store(
         &self,
         method: &'static str,

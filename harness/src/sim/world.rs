@@ -300,7 +300,8 @@ impl World {
             latency: LATENCY,
             nonce,
         };
-        let endpoints = Links { redis_url: "sim://redis-primary".into(), store_addr: "sim://store".into() };
+        let endpoints =
+            Links { redis_url: "sim://redis-primary".into(), store_addr: "sim://store".into(), model_addr: None };
         let config = node_config(&self.s, &self.faults, self.seed, TENANT, (i, incarnation), endpoints);
         let (events_tx, mut events) = mpsc::channel(4096);
         let emitter = Emitter::new(events_tx, self.clock.stamp());

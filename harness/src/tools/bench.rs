@@ -511,6 +511,7 @@ fn synthetic_header() -> Header {
         node_command: None,
         clients_follow: false,
         round_estimate_ms: None,
+        model_after: 0,
         witness: false,
     }
 }

@@ -140,6 +140,7 @@ pub async fn run(cfg: DemoConfig, cancel: CancellationToken) -> Result<Tally, Ha
             tenant: cfg.tenant.clone(),
             redis_url: cfg.redis_url.clone(),
             store_addr: store_addr.clone(),
+            model_addr: Some(store_addr.clone()),
             lease: LeaseTimings {
                 ttl_ms,
                 renew_ms: ttl_ms / 3,

@@ -46,6 +46,7 @@ impl Bench {
             tenant: "t1".into(),
             redis_url: self.redis.url(),
             store_addr: self.store_addr.clone(),
+            model_addr: Some(self.store_addr.clone()),
             lease: LeaseTimings { ttl_ms: 1500, renew_ms: 500, acquire_wait_ms: 400, command_timeout_ms: 100 },
             pipeline: PipelineShape {
                 batches: 2,

@@ -38,11 +38,13 @@ pub(super) fn integrity(history: &[HistoryLine], before_last: Option<sha2::Sha25
         kinds_of_version(history, h.version, &mut out.problems);
         if !h.witness && h.version >= 7 {
             if let Some(i) = history.iter().position(|l| matches!(l, HistoryLine::Wire(_))) {
-                out.problems.push(format!("line {}: a `wire` line in a history whose header records no witness", i + 1));
+                out.problems
+                    .push(format!("line {}: a `wire` line in a history whose header records no witness", i + 1));
             }
         }
     }
     wire_order(history, snapshot.map_or(&[][..], |s| &s.witness_gaps), &mut out.problems);
+    model_order(history, header.map_or(0, |h| h.model_after), &mut out.problems);
     match (header, snapshot) {
         (Some(h), Some(s)) if h.version >= 3 => sealed(history, h, s, before_last, &mut out.problems),
         (Some(h), _) if h.version < 3 => out.notes.push(format!(
@@ -108,6 +110,7 @@ enum Source<'a> {
     Audit,
     Environment(&'a str),
     Wire(&'a str, u64),
+    Model,
 }
 
 impl Source<'_> {
@@ -120,6 +123,7 @@ impl Source<'_> {
             Source::Audit => "the store's audit records".into(),
             Source::Environment(source) => format!("the environment events seen by {source}"),
             Source::Wire(link, conn) => format!("the witness records of {link}'s connection {conn}"),
+            Source::Model => "the model service's audit records".into(),
         }
     }
 }
@@ -135,6 +139,7 @@ fn source(l: &HistoryLine) -> Option<(Source<'_>, u64)> {
         HistoryLine::Audit(a) => Some((Source::Audit, a.mono_ns)),
         HistoryLine::Environment(e) => Some((Source::Environment(&e.source), e.at_ns)),
         HistoryLine::Wire(w) => Some((Source::Wire(&w.link, w.conn), w.sent_ns)),
+        HistoryLine::Model(m) => Some((Source::Model, m.arrived_ns)),
         HistoryLine::Header(_) | HistoryLine::Snapshot(_) => None,
     }
 }
@@ -198,13 +203,14 @@ fn audit_order(history: &[HistoryLine], after: u64, out: &mut Vec<String>) {
 /// header was changed after it was written (and would be judged without the rules they need).
 fn kinds_of_version(history: &[HistoryLine], version: u32, out: &mut Vec<String>) {
     let needs = |l: &HistoryLine| match l {
-        HistoryLine::Environment(_) => 4,
-        HistoryLine::Wire(_) => 7,
-        _ => 0,
+        HistoryLine::Environment(_) => ("environment", 4),
+        HistoryLine::Wire(_) => ("wire", 7),
+        HistoryLine::Model(_) => ("model", 7),
+        _ => ("", 0),
     };
     if let Some((i, (kind, since))) = history.iter().enumerate().find_map(|(i, l)| {
-        let since = needs(l);
-        (since > version).then(|| (i, (if since == 7 { "wire" } else { "environment" }, since)))
+        let (kind, since) = needs(l);
+        (since > version).then_some((i, (kind, since)))
     }) {
         out.push(format!(
             "line {}: a `{kind}` line, which only history version {since} and later write, in a version {version} history",
@@ -239,6 +245,28 @@ fn wire_order(history: &[HistoryLine], gaps: &[String], out: &mut Vec<String>) {
     }
 }
 
+/// Model service records appear in arrival order: seq from `model_after + 1`, each one more
+/// than the last; an answer is never stamped before its arrival.
+fn model_order(history: &[HistoryLine], after: u64, out: &mut Vec<String>) {
+    let mut expected = after.saturating_add(1);
+    for (i, l) in history.iter().enumerate() {
+        let HistoryLine::Model(m) = l else { continue };
+        if m.seq != expected {
+            out.push(format!(
+                "line {}: model record seq {} where seq {expected} was due (records lost, added or moved)",
+                i + 1,
+                m.seq
+            ));
+            return;
+        }
+        if m.finished_ns.is_some_and(|f| f < m.arrived_ns) {
+            out.push(format!("line {}: a model call answered before it arrived", i + 1));
+            return;
+        }
+        expected = expected.saturating_add(1);
+    }
+}
+
 /// A version-3 history matches its seal: line counts, last audit sequence number, digest.
 fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, before_last: Option<sha2::Sha256>, out: &mut Vec<String>) {
     let Some(seal) = &s.seal else {
@@ -253,8 +281,8 @@ fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, before_last: Option
     if counts != seal.lines {
         let shown = |c: &LineCounts| {
             format!(
-                "{} node, {} garbage, {} audit, {} fault, {} observer, {} environment, {} wire",
-                c.node, c.garbage, c.audit, c.fault, c.observer, c.environment, c.wire
+                "{} node, {} garbage, {} audit, {} fault, {} observer, {} environment, {} wire, {} model",
+                c.node, c.garbage, c.audit, c.fault, c.observer, c.environment, c.wire, c.model
             )
         };
         out.push(format!(

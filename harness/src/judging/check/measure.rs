@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use leasequake_reports::history::{AuditRecord, EventKind, FaultEvent, FaultPhase, ObserverSample};
+use leasequake_reports::history::{AuditRecord, EventKind, FaultEvent, FaultPhase, ModelRecord, ObserverSample};
 use leasequake_reports::Metrics;
 
 use super::{NodeLine, Waste};
@@ -12,7 +12,7 @@ use super::{NodeLine, Waste};
 /// What was spent after truly losing ownership, fencing rejections, writes under another owner,
 /// and fault effect times.
 pub(super) fn measure<'a>(
-    audit: &[&AuditRecord],
+    (audit, model): (&[&AuditRecord], &[&'a ModelRecord]),
     nodes: &[NodeLine<'a>],
     faults: &[&FaultEvent],
     observer: &[&'a ObserverSample],
@@ -20,7 +20,7 @@ pub(super) fn measure<'a>(
 ) -> (Metrics, Vec<Waste<'a>>) {
     let own = Ownership::new(nodes, observer, ttl_ms);
     let mut m = Metrics::default();
-    let wastes = node_counts(&mut m, nodes, &own.loss_at);
+    let wastes = node_counts(&mut m, (nodes, model), &own.loss_at);
     m.fenced_rejections = audit
         .iter()
         .filter(|a| {
@@ -151,29 +151,45 @@ impl<'a> Ownership<'a> {
     }
 }
 
+/// Keeps the latest action seen under `token`.
+fn latest<'a>(map: &mut HashMap<&'a str, (u64, &'a str)>, token: &'a str, action: (u64, &'a str)) {
+    map.entry(token).and_modify(|a| *a = (*a).max(action)).or_insert(action);
+}
+
 /// Keeps the earliest time seen for `token`.
 fn earliest<'a>(map: &mut HashMap<&'a str, u64>, token: &'a str, at: u64) {
     map.entry(token).and_modify(|t| *t = (*t).min(at)).or_insert(at);
 }
 
 /// Each node's syncs and aborts, the model and store calls it sent after losing their
-/// acquisition, and the work from each loss to the last action under it.
-fn node_counts<'a>(m: &mut Metrics, nodes: &[NodeLine<'a>], loss_at: &HashMap<&'a str, u64>) -> Vec<Waste<'a>> {
+/// acquisition, and the work from each loss to the last action under it. A node's model calls
+/// are the model service's records when it calls the service (they arrived there, whatever the
+/// node reports), else its `model_call` reports.
+fn node_counts<'a>(
+    m: &mut Metrics,
+    (nodes, model): (&[NodeLine<'a>], &[&'a ModelRecord]),
+    loss_at: &HashMap<&'a str, u64>,
+) -> Vec<Waste<'a>> {
     let mut last_action: HashMap<&str, (u64, &str)> = HashMap::new();
     let after_loss = |token: &str, n: &NodeLine| loss_at.get(token).is_some_and(|l| n.sent_ns > *l);
+    let served: std::collections::HashSet<&str> = model.iter().map(|r| r.node.as_str()).collect();
+    for r in model.iter().filter(|r| loss_at.get(r.token.as_str()).is_some_and(|l| r.arrived_ns > *l)) {
+        m.nodes.entry(r.node.clone()).or_default().wasted_model_calls += 1;
+        latest(&mut last_action, &r.token, (r.arrived_ns, &r.node));
+    }
     for n in nodes {
         let nm = m.nodes.entry(n.node.to_owned()).or_default();
         match n.kind {
             EventKind::SyncFinished { .. } => nm.syncs += 1,
             EventKind::RoundAborted { lost: true, .. } => nm.lost_rounds += 1,
             EventKind::RoundAborted { lost: false, .. } => nm.other_aborts += 1,
-            EventKind::ModelCall { token, .. } if after_loss(token, n) => {
+            EventKind::ModelCall { token, .. } if after_loss(token, n) && !served.contains(n.node) => {
                 nm.wasted_model_calls += 1;
-                last_action.insert(token, (n.sent_ns, n.node));
+                latest(&mut last_action, token, (n.sent_ns, n.node));
             }
             EventKind::StoreCallSent { token, .. } if after_loss(token, n) => {
                 nm.wasted_store_calls += 1;
-                last_action.insert(token, (n.sent_ns, n.node));
+                latest(&mut last_action, token, (n.sent_ns, n.node));
             }
             _ => {}
         }

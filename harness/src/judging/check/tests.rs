@@ -40,6 +40,7 @@ pub(super) fn header(expected: Option<&str>) -> Header {
         node_command: None,
         clients_follow: false,
         round_estimate_ms: None,
+        model_after: 0,
         witness: false,
     }
 }

@@ -103,7 +103,8 @@ pub(super) fn read<'a>(
         Some(h) if !h.witness => Some(if h.version < 7 {
             format!("history version {} records no witness (version 7 does)", h.version)
         } else {
-            "the fault proxy witnessed nothing: it is not leasequake's (the official Toxiproxy has no witness)".to_owned()
+            "the fault proxy witnessed nothing: it is not leasequake's (the official Toxiproxy has no witness)"
+                .to_owned()
         }),
         Some(_) => None,
     };
@@ -168,7 +169,14 @@ impl<'a> NodeWire<'a> {
         self.acts.sort_by_key(|a| (a.rec.sent_ns, a.rec.seq));
         self.acquisitions();
         self.validity.sort_unstable();
-        self.validity_max = self.validity.iter().scan(0, |m, (_, u)| { *m = (*m).max(*u); Some(*m) }).collect();
+        self.validity_max = self
+            .validity
+            .iter()
+            .scan(0, |m, (_, u)| {
+                *m = (*m).max(*u);
+                Some(*m)
+            })
+            .collect();
         self.decisions();
     }
 
@@ -200,7 +208,10 @@ impl<'a> NodeWire<'a> {
                 LeaseOp::Renew => {
                     let Some(a) = acq_for(&mut self.acqs, c.token.as_deref()) else { continue };
                     a.renewals.push(r);
-                    if a.refused.is_none() && r.reply_ns.is_some() && c.outcome == leasequake_reports::wire::Outcome::Refused {
+                    if a.refused.is_none()
+                        && r.reply_ns.is_some()
+                        && c.outcome == leasequake_reports::wire::Outcome::Refused
+                    {
                         a.refused = Some(r);
                     }
                     if c.outcome.maybe_done() {
@@ -225,7 +236,8 @@ impl<'a> NodeWire<'a> {
     fn decisions(&mut self) {
         // (time, 0 for a reply or 1 for a send, the act's index for an act's send)
         let mut events: Vec<(u64, u8, Option<usize>)> = Vec::new();
-        let pipeline = self.cmds.iter().filter(|c| matches!(c.c.op, LeaseOp::Check | LeaseOp::Release)).map(|c| (c.rec, None));
+        let pipeline =
+            self.cmds.iter().filter(|c| matches!(c.c.op, LeaseOp::Check | LeaseOp::Release)).map(|c| (c.rec, None));
         for (rec, act) in pipeline.chain(self.acts.iter().enumerate().map(|(i, a)| (a.rec, Some(i)))) {
             events.push((rec.sent_ns, 1, act));
             if let Some(reply) = rec.reply_ns {

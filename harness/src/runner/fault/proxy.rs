@@ -7,6 +7,7 @@ use leasequake_reports::history::LinkCut;
 use leasequake_toxiproxy::{Stream, ToxicSpec};
 
 use super::{Applied, Heal, World};
+use crate::env::NodeLink;
 use crate::scenario::{Direction, Fault, FaultKind, Link, Mode};
 
 /// `partition`: the node's links cut (a reset, or a blackhole that answers nothing), each verified
@@ -77,7 +78,7 @@ pub(super) async fn slow_redis(w: &World<'_>, id: u64, f: &Fault, index: u32) ->
     let ways = streams.len() as u64;
     let floor = latency.saturating_sub(jitter).saturating_mul(ways);
     let limit = Duration::from_millis(latency.saturating_add(jitter).saturating_mul(ways).saturating_add(2000));
-    let port = w.env.proxy_ports[2 * (index as usize - 1)];
+    let port = w.env.node_port(index, NodeLink::Redis);
     let t = Instant::now();
     let answer = tokio::time::timeout(limit, async {
         let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
@@ -125,7 +126,7 @@ pub(super) async fn lose_replies(w: &World<'_>, id: u64, index: u32) -> Result<S
         password.len(),
         key.len()
     );
-    let port = w.env.proxy_ports[2 * (index as usize - 1)];
+    let port = w.env.node_port(index, NodeLink::Redis);
     let t = Instant::now();
     let heard = tokio::time::timeout(Duration::from_millis(LOSE_REPLIES_CUT_MS + 2000), async {
         let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
@@ -156,6 +157,41 @@ pub(super) async fn heal_lose_replies(w: &World<'_>, a: &Applied) -> Heal {
     let proxy = w.proxy;
     let _ = proxy.remove_toxic(&format!("n{}-redis", a.index), &toxic_name(a.id)).await;
     Heal::done("toxic removed")
+}
+
+/// Whether node `index` makes its model calls through the model service: its protocol says it
+/// must (version 4), or its model link already carried one.
+pub(super) async fn calls_model_service(w: &World<'_>, index: u32) -> bool {
+    let node = format!("n{index}");
+    if w.lease.protocol(&node).is_some_and(|p| p >= 4) {
+        return true;
+    }
+    matches!(w.proxy.witness(&NodeLink::Model.proxy(index), 0).await, Ok(Some(page)) if !page.records.is_empty())
+}
+
+/// `slow_model` on a node that calls the model service: latency on its model link's replies,
+/// verified by a probe through that link (the node is asked nothing).
+pub(super) async fn slow_model(w: &World<'_>, id: u64, f: &Fault, index: u32) -> Result<String, String> {
+    let latency = f.latency_ms.unwrap_or(0);
+    let name = NodeLink::Model.proxy(index);
+    let toxic = ToxicSpec::latency(Stream::Downstream, latency, 0).named(toxic_name(id));
+    w.proxy.add_toxic(&name, &toxic).await.map_err(|e| e.to_string())?;
+    let port = w.env.node_port(index, NodeLink::Model);
+    let t = Instant::now();
+    let answer = leasequake_toxiproxy::http::exchange(&format!("127.0.0.1:{port}"), "GET", "/v1/health", None).await;
+    let took = t.elapsed().as_millis() as u64;
+    match answer {
+        Ok((200, _)) if took >= latency => {
+            Ok(format!("{name}: a probe through the model link answered in {took} ms (>= {latency} ms)"))
+        }
+        other => Err(format!("the probe through {name} answered {other:?} in {took} ms, expected >= {latency} ms")),
+    }
+}
+
+/// Undoes [`slow_model`]; `None` when the fault was not applied on the link (the node was asked).
+pub(super) async fn heal_slow_model(w: &World<'_>, a: &Applied) -> Option<Heal> {
+    let name = NodeLink::Model.proxy(a.index);
+    w.proxy.remove_toxic(&name, &toxic_name(a.id)).await.ok().map(|()| Heal::done("toxic removed"))
 }
 
 /// `slow_store` and `failing_store`: every node's store link, probed through one that carries no
@@ -189,7 +225,7 @@ pub(super) async fn store(w: &World<'_>, id: u64, f: &Fault) -> Result<String, S
     let Some((i, probe_name)) = clean else {
         return Err("every store proxy also carries another fault's toxic: this one's effect cannot be probed".into());
     };
-    let port = env.proxy_ports[2 * (i as usize - 1) + 1];
+    let port = env.node_port(i, NodeLink::Store);
     if slow {
         let t = Instant::now();
         let answer =
@@ -220,11 +256,11 @@ pub(super) async fn heal_store(w: &World<'_>, a: &Applied) -> Heal {
 }
 
 fn proxies_of(index: u32, link: Option<Link>) -> Vec<(String, usize)> {
-    let base = 2 * (index as usize - 1);
+    let of = |l: NodeLink| (l.proxy(index), l.slot(index));
     match link.unwrap_or(Link::Both) {
-        Link::Redis => vec![(format!("n{index}-redis"), base)],
-        Link::Store => vec![(format!("n{index}-store"), base + 1)],
-        Link::Both => vec![(format!("n{index}-redis"), base), (format!("n{index}-store"), base + 1)],
+        Link::Redis => vec![of(NodeLink::Redis)],
+        Link::Store => vec![of(NodeLink::Store)],
+        Link::Both => vec![of(NodeLink::Redis), of(NodeLink::Store)],
     }
 }
 

@@ -17,8 +17,8 @@ use leasequake_reports::history::{FaultEvent, FaultPhase, LinkCut};
 use leasequake_reports::wire::WireRecord;
 use leasequake_reports::{Evidence, PropertyResult, PropertyStatus, Violation};
 
-use super::{Acq, Act, NodeWire, View};
 use super::super::{holds_renewal, Faults, Judge, RENEWAL_LAG_HALVES};
+use super::{Acq, Act, NodeWire, View};
 
 fn ms(ns: u64) -> u64 {
     ns / 1_000_000
@@ -72,7 +72,11 @@ pub(super) fn unjudged<'v>(view: &'v View) -> (Vec<String>, HashSet<&'v str>) {
     }
     for (node, n) in &view.nodes {
         if n.unread_count > 0 && skip.insert(node) {
-            why.push(format!("{node}: {} command(s) the witness could not read, e.g. {}", n.unread_count, n.unread.join("; ")));
+            why.push(format!(
+                "{node}: {} command(s) the witness could not read, e.g. {}",
+                n.unread_count,
+                n.unread.join("; ")
+            ));
         }
     }
     (why, skip)
@@ -92,10 +96,22 @@ pub(crate) fn within_validity(view: &View, faults: &Faults) -> PropertyResult {
             judge.violate(|| validity_violation(node, n, act, after, until, faults));
         }
     }
-    finish(judge, view, "no node wrote to the store or called the model after deciding past its validity on the wire", &skipped)
+    finish(
+        judge,
+        view,
+        "no node wrote to the store or called the model after deciding past its validity on the wire",
+        &skipped,
+    )
 }
 
-fn validity_violation(node: &str, n: &NodeWire, act: &Act, after: u64, until: Option<u64>, faults: &Faults) -> Violation {
+fn validity_violation(
+    node: &str,
+    n: &NodeWire,
+    act: &Act,
+    after: u64,
+    until: Option<u64>,
+    faults: &Faults,
+) -> Violation {
     let token = act.token.unwrap_or("?");
     let (summary, last) = match until {
         Some(u) => (
@@ -111,7 +127,10 @@ fn validity_violation(node: &str, n: &NodeWire, act: &Act, after: u64, until: Op
     };
     let mut evidence = vec![wire_evidence("late request", node, token, act.rec, act.what.clone(), act.rec.sent_ns)];
     if let (Some(sent), Some(r)) = (last, last.and_then(|s| n.cmds.iter().find(|c| c.rec.sent_ns == s))) {
-        evidence.insert(0, wire_evidence("last acquire or renewal", node, token, r.rec, "its validity counts from here".into(), sent));
+        evidence.insert(
+            0,
+            wire_evidence("last acquire or renewal", node, token, r.rec, "its validity counts from here".into(), sent),
+        );
     }
     Violation { summary, evidence, faults_active: faults.active_at(act.rec.sent_ns), at_ns: act.rec.sent_ns }
 }
@@ -123,7 +142,8 @@ fn interval_ms(recorded: Option<u64>, n: &NodeWire) -> Option<u64> {
         .acqs
         .iter()
         .flat_map(|a| {
-            let sends: Vec<u64> = std::iter::once(a.acquired.sent_ns).chain(a.renewals.iter().map(|r| r.sent_ns)).collect();
+            let sends: Vec<u64> =
+                std::iter::once(a.acquired.sent_ns).chain(a.renewals.iter().map(|r| r.sent_ns)).collect();
             sends.windows(2).map(|w| ms(w[1].saturating_sub(w[0]))).collect::<Vec<_>>()
         })
         .collect();
@@ -194,7 +214,12 @@ pub(crate) fn keeps_renewing(
             });
         }
     }
-    finish(judge, view, "every holder kept renewing on the wire while it worked, or a fault could hold its renewal", &skipped)
+    finish(
+        judge,
+        view,
+        "every holder kept renewing on the wire while it worked, or a fault could hold its renewal",
+        &skipped,
+    )
 }
 
 /// `wire_after_end`.
@@ -208,7 +233,12 @@ pub(crate) fn after_end(view: &View, recorded_renew_ms: Option<u64>, faults: &Fa
             after_refusal(node, n, a, grace, faults, &mut judge);
         }
     }
-    finish(judge, view, "no node renewed, wrote or called the model under an acquisition after its release or a refused renewal", &skipped)
+    finish(
+        judge,
+        view,
+        "no node renewed, wrote or called the model under an acquisition after its release or a refused renewal",
+        &skipped,
+    )
 }
 
 fn after_release(node: &str, n: &NodeWire, a: &Acq, faults: &Faults, judge: &mut Judge) {
@@ -216,7 +246,11 @@ fn after_release(node: &str, n: &NodeWire, a: &Acq, faults: &Faults, judge: &mut
     // One renewal may have been on its way when the release went out; a second was decided after.
     if let Some(r) = a.renewals.iter().filter(|r| r.sent_ns > rel.sent_ns).nth(1) {
         judge.violate(|| Violation {
-            summary: format!("{node} kept renewing token {} after releasing it (a renewal {} ms after the release)", a.token, ms(r.sent_ns - rel.sent_ns)),
+            summary: format!(
+                "{node} kept renewing token {} after releasing it (a renewal {} ms after the release)",
+                a.token,
+                ms(r.sent_ns - rel.sent_ns)
+            ),
             evidence: vec![
                 wire_evidence("release", node, &a.token, rel, "release".into(), rel.sent_ns),
                 wire_evidence("renewal after it", node, &a.token, r, "renewal".into(), r.sent_ns),
@@ -226,7 +260,10 @@ fn after_release(node: &str, n: &NodeWire, a: &Acq, faults: &Faults, judge: &mut
         });
     }
     let Some(answered) = rel.reply_ns else { return };
-    let late = n.acts.iter().find(|act| act.token == Some(a.token.as_str()) && act.decided_after.is_some_and(|d| d >= answered));
+    let late = n
+        .acts
+        .iter()
+        .find(|act| act.token == Some(a.token.as_str()) && act.decided_after.is_some_and(|d| d >= answered));
     if let Some(act) = late {
         judge.violate(|| Violation {
             summary: format!("{node} sent {} under token {} after its release was answered", act.what, a.token),
@@ -243,13 +280,14 @@ fn after_release(node: &str, n: &NodeWire, a: &Acq, faults: &Faults, judge: &mut
 fn after_refusal(node: &str, n: &NodeWire, a: &Acq, grace_ns: u64, faults: &Faults, judge: &mut Judge) {
     let Some((refusal, at)) = a.refused.and_then(|r| Some((r, r.reply_ns?))) else { return };
     let again = a.renewals.iter().find(|r| r.sent_ns > at);
-    let late = n
-        .acts
-        .iter()
-        .find(|act| act.token == Some(a.token.as_str()) && act.decided_after.is_some_and(|d| d > at.saturating_add(grace_ns)));
+    let late = n.acts.iter().find(|act| {
+        act.token == Some(a.token.as_str()) && act.decided_after.is_some_and(|d| d > at.saturating_add(grace_ns))
+    });
     let (what, r, when) = match (again, late) {
         (Some(r), _) => ("renewed it again".to_owned(), *r, r.sent_ns),
-        (None, Some(act)) => (format!("sent {} under it {} ms later", act.what, ms(act.rec.sent_ns - at)), act.rec, act.rec.sent_ns),
+        (None, Some(act)) => {
+            (format!("sent {} under it {} ms later", act.what, ms(act.rec.sent_ns - at)), act.rec, act.rec.sent_ns)
+        }
         (None, None) => return,
     };
     judge.violate(|| Violation {

@@ -10,15 +10,23 @@ use leasequake_reports::history::EventKind;
 use leasequake_reports::wire::WireRecord;
 use leasequake_reports::{Evidence, PropertyResult, Violation};
 
-use super::{Act, NodeWire, View};
 use super::super::{Faults, Judge, NodeLine};
+use super::{Act, NodeWire, View};
 
 /// How long after a reported store call its request may be missing from the wire for a fault on
 /// the node or the store (a reset link, a crash) to explain it.
 const EXCUSE_NS: u64 = 5_000_000_000;
 
 fn said(n: &NodeLine, what: String) -> Evidence {
-    Evidence { label: "reported".into(), seq: None, node: n.node.into(), token: String::new(), fence: 0, what, at_ns: n.sent_ns }
+    Evidence {
+        label: "reported".into(),
+        seq: None,
+        node: n.node.into(),
+        token: String::new(),
+        fence: 0,
+        what,
+        at_ns: n.sent_ns,
+    }
 }
 
 fn seen(r: &WireRecord, what: &str) -> Evidence {
@@ -48,7 +56,9 @@ pub(crate) fn testimony(view: &View, nodes: &[NodeLine], faults: &Faults) -> Pro
                 reported_calls.insert((n.node, token.as_str(), *call));
                 store_call(w, n, token, *call, *decided_ns, faults)
             }
-            EventKind::ModelCall { token, batch, decided_ns, .. } => model_call(w, token, u64::from(*batch), *decided_ns),
+            EventKind::ModelCall { token, batch, decided_ns, .. } => {
+                model_call(w, token, u64::from(*batch), *decided_ns)
+            }
             _ => None,
         };
         if let Some((what, rec)) = problem {
@@ -70,11 +80,17 @@ type Problem<'a> = Option<(String, Option<&'a WireRecord>)>;
 
 fn acquired<'a>(w: &NodeWire<'a>, token: &str, sent_ns: Option<u64>) -> Problem<'a> {
     let Some(a) = w.acqs.iter().find(|a| a.token == token) else {
-        return Some((format!("reported acquiring token {token}; its Redis link shows no acquire of it that took effect"), None));
+        return Some((
+            format!("reported acquiring token {token}; its Redis link shows no acquire of it that took effect"),
+            None,
+        ));
     };
     let late = sent_ns.filter(|s| *s > a.acquired.sent_ns)?;
     Some((
-        format!("stamped its acquire of {token} as sent {} µs after the proxy had read it", (late - a.acquired.sent_ns) / 1000),
+        format!(
+            "stamped its acquire of {token} as sent {} µs after the proxy had read it",
+            (late - a.acquired.sent_ns) / 1000
+        ),
         Some(a.acquired),
     ))
 }
@@ -122,10 +138,19 @@ fn store_call<'a>(
     match w.acts.iter().find(is_store) {
         Some(a) => {
             let late = decided_ns.filter(|d| *d > a.rec.sent_ns)?;
-            Some((format!("stamped its decision to send store call {call} {} µs after the proxy read it", (late - a.rec.sent_ns) / 1000), Some(a.rec)))
+            Some((
+                format!(
+                    "stamped its decision to send store call {call} {} µs after the proxy read it",
+                    (late - a.rec.sent_ns) / 1000
+                ),
+                Some(a.rec),
+            ))
         }
         None if excused(n.node, n.sent_ns, faults) => None,
-        None => Some((format!("reported sending store call {call} under token {token}; its store link never carried it"), None)),
+        None => Some((
+            format!("reported sending store call {call} under token {token}; its store link never carried it"),
+            None,
+        )),
     }
 }
 
@@ -142,9 +167,17 @@ fn model_call<'a>(w: &NodeWire<'a>, token: &str, batch: u64, decided_ns: Option<
     match model.iter().find(|a| a.token == Some(token) && a.batch == Some(batch)) {
         Some(a) => {
             let late = decided_ns.filter(|d| *d > a.rec.sent_ns)?;
-            Some((format!("stamped its decision to call the model {} µs after the proxy read the call", (late - a.rec.sent_ns) / 1000), Some(a.rec)))
+            Some((
+                format!(
+                    "stamped its decision to call the model {} µs after the proxy read the call",
+                    (late - a.rec.sent_ns) / 1000
+                ),
+                Some(a.rec),
+            ))
         }
-        None => Some((format!("reported model call {batch} under token {token}; its model link never carried it"), None)),
+        None => {
+            Some((format!("reported model call {batch} under token {token}; its model link never carried it"), None))
+        }
     }
 }
 

@@ -1,6 +1,5 @@
 use leasequake_reports::history::{
-    lease_key, EventKind, FaultEvent, FaultKind, FaultPhase, HistoryLine, NodeEvent, Snapshot, StoreOp,
-    HISTORY_VERSION,
+    lease_key, EventKind, FaultEvent, FaultKind, FaultPhase, HistoryLine, NodeEvent, Snapshot, StoreOp, HISTORY_VERSION,
 };
 use leasequake_reports::wire::{Resp, WireRecord, WireReply, WireRequest};
 use leasequake_reports::{PropertyResult, PropertyStatus, Verdict};
@@ -9,7 +8,8 @@ use super::super::check;
 
 const MS: u64 = 1_000_000;
 const ACQUIRE: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, redis.call('INCR', KEYS[2])} end return {0, redis.call('PTTL', KEYS[1])}";
-const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
+const RENEW: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
 const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
 /// Histories with witness records, each line at the ms it names (a ttl of 1500 ms, renewals
@@ -75,10 +75,23 @@ impl W {
         self.redis(node, at, &["GET", &l], Resp::Bulk(Some(token.into())), reply_at)
     }
 
-    fn http(self, link: &str, token: &str, (call, batch): (Option<u64>, Option<u64>), at: u64, reply_at: Option<u64>) -> Self {
+    fn http(
+        self,
+        link: &str,
+        token: &str,
+        (call, batch): (Option<u64>, Option<u64>),
+        at: u64,
+        reply_at: Option<u64>,
+    ) -> Self {
         let path = if link.ends_with("model") { "/v1/embed" } else { "/v1/upsert" };
-        let request =
-            WireRequest::Http { method: "POST".into(), path: path.into(), token: Some(token.into()), fence: Some(1), call, batch };
+        let request = WireRequest::Http {
+            method: "POST".into(),
+            path: path.into(),
+            token: Some(token.into()),
+            fence: Some(1),
+            call,
+            batch,
+        };
         self.wire(link, at, request, Some((WireReply::Http { status: 200 }, reply_at)))
     }
 
@@ -193,13 +206,10 @@ fn a_call_decided_after_the_validity_on_the_wire_fails_and_its_twin_that_stops_i
 #[test]
 fn a_call_committed_before_a_pause_is_not_decided_after_the_validity() {
     // The last reply it read came at 1400; the pause holds the next send to 4000.
-    let paused = W::new().acquire("n1", "n1/1/0/a", 0, 10).check_key("n1", "n1/1/0/a", 1390, 1400).store(
-        "n1",
-        "n1/1/0/a",
-        1,
-        4000,
-        4010,
-    );
+    let paused = W::new()
+        .acquire("n1", "n1/1/0/a", 0, 10)
+        .check_key("n1", "n1/1/0/a", 1390, 1400)
+        .store("n1", "n1/1/0/a", 1, 4000, 4010);
     held(&paused.judge("wire_within_validity"));
 }
 
@@ -214,13 +224,10 @@ fn a_call_sent_while_another_is_outstanding_is_not_judged() {
 
 #[test]
 fn renewals_extend_the_validity_and_a_write_with_no_acquisition_fails() {
-    let renewed = stalled_holder(2900).renew("n1", "n1/1/0/a", 500, 520, true).renew("n1", "n1/1/0/a", 1000, 1020, true).renew(
-        "n1",
-        "n1/1/0/a",
-        1500,
-        1520,
-        true,
-    );
+    let renewed = stalled_holder(2900)
+        .renew("n1", "n1/1/0/a", 500, 520, true)
+        .renew("n1", "n1/1/0/a", 1000, 1020, true)
+        .renew("n1", "n1/1/0/a", 1500, 1520, true);
     held(&renewed.judge("wire_within_validity"));
     let unleased = W::new().check_key("n2", "x", 10, 20).store("n2", "n2/1/0/b", 1, 30, 40);
     violated(&unleased.judge("wire_within_validity"), "with no acquisition on the wire");
@@ -237,14 +244,17 @@ fn a_holder_whose_renewals_stop_fails_keeps_renewing_unless_a_fault_holds_them()
     // The interval is 500 ms: acting past 1200 + 1250 with no renewal since is a stopped watchdog.
     let stopped = holder().model_calls("n1", "n1/1/0/a", (1430, 2600, 30, 20));
     violated(&stopped.judge("wire_keeps_renewing"), "its renewals had stopped");
-    let stalled = holder().model_calls("n1", "n1/1/0/a", (1430, 2600, 30, 20)).fault(FaultKind::StallRenewal, "n1", 1250, 2600);
+    let stalled =
+        holder().model_calls("n1", "n1/1/0/a", (1430, 2600, 30, 20)).fault(FaultKind::StallRenewal, "n1", 1250, 2600);
     held(&stalled.judge("wire_keeps_renewing"));
     held(&holder().judge("wire_keeps_renewing"));
 }
 
 #[test]
 fn renewing_or_writing_after_a_release_fails() {
-    let base = || W::new().acquire("n1", "n1/1/0/a", 0, 10).store("n1", "n1/1/0/a", 1, 20, 30).release("n1", "n1/1/0/a", 40, 50);
+    let base = || {
+        W::new().acquire("n1", "n1/1/0/a", 0, 10).store("n1", "n1/1/0/a", 1, 20, 30).release("n1", "n1/1/0/a", 40, 50)
+    };
     held(&base().renew("n1", "n1/1/0/a", 45, 60, false).judge("wire_after_end"));
     let leaked = base().renew("n1", "n1/1/0/a", 45, 60, false).renew("n1", "n1/1/0/a", 545, 550, false);
     violated(&leaked.judge("wire_after_end"), "kept renewing token n1/1/0/a after releasing it");
@@ -271,7 +281,17 @@ fn reports_that_the_wire_does_not_bear_out_fail_testimony() {
             .event("n1", 11, EventKind::Acquired { token: t.into(), fence: 1, sent_ns: Some(0) })
             .renew("n1", t, 500, 505, true)
             .event("n1", 506, EventKind::Renewed { token: t.into(), sent_ns: Some(500 * MS - 1) })
-            .event("n1", 599, EventKind::StoreCallSent { token: t.into(), fence: 1, op: StoreOp::Upsert, call: 1, decided_ns: Some(599 * MS) })
+            .event(
+                "n1",
+                599,
+                EventKind::StoreCallSent {
+                    token: t.into(),
+                    fence: 1,
+                    op: StoreOp::Upsert,
+                    call: 1,
+                    decided_ns: Some(599 * MS),
+                },
+            )
             .store("n1", t, 1, 600, 610)
     };
     held(&honest().judge("testimony"));
@@ -279,12 +299,17 @@ fn reports_that_the_wire_does_not_bear_out_fail_testimony() {
     violated(&invented.judge("testimony"), "that no renewal answered");
     let silent = honest().store("n1", t, 2, 700, 710);
     violated(&silent.judge("testimony"), "without reporting it");
-    let missing = honest().event("n1", 800, EventKind::StoreCallSent { token: t.into(), fence: 1, op: StoreOp::Upsert, call: 3, decided_ns: None });
+    let missing = honest().event(
+        "n1",
+        800,
+        EventKind::StoreCallSent { token: t.into(), fence: 1, op: StoreOp::Upsert, call: 3, decided_ns: None },
+    );
     violated(&missing.judge("testimony"), "its store link never carried it");
-    let backdated = W::new()
-        .acquire("n1", t, 0, 10)
-        .renew("n1", t, 500, 505, true)
-        .event("n1", 506, EventKind::Renewed { token: t.into(), sent_ns: Some(503 * MS) });
+    let backdated = W::new().acquire("n1", t, 0, 10).renew("n1", t, 500, 505, true).event(
+        "n1",
+        506,
+        EventKind::Renewed { token: t.into(), sent_ns: Some(503 * MS) },
+    );
     violated(&backdated.judge("testimony"), "that no renewal answered");
 }
 
