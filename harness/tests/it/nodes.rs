@@ -274,6 +274,7 @@ fn doc_commands(b: &Bench) -> Vec<NodeCommand> {
             NodeCommand::Config(mut c) => {
                 c.redis_url = b.redis.url();
                 c.store_addr = b.store_addr.clone();
+                c.model_addr = c.model_addr.map(|_| b.store_addr.clone());
                 NodeCommand::Config(c)
             }
             other => other,

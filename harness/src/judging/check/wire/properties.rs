@@ -5,16 +5,17 @@
 //!   command set).
 //! - `wire_keeps_renewing`: a holder acts within 2.5 renewal intervals of its last renewal sent,
 //!   unless a fault could hold a renewal in flight (hidden renewals included: they are on the wire).
-//! - `wire_after_end`: nothing under an acquisition after its release was answered, or after
-//!   Redis refused one of its renewals (a renewal thread that got the refusal renews no more; the
-//!   pipeline stops within one renewal interval of it).
+//! - `wire_after_end`: nothing under an acquisition after its release was answered, after Redis
+//!   refused one of its renewals (a renewal thread that got the refusal renews no more; the
+//!   pipeline stops within one renewal interval of it), or after the node began acquiring another
+//!   token (the acquisition it left must have ended: its renewals stop).
 //!
 //! "Decided after" is the causal reading of `wire.rs`: never a timing window.
 
 use std::collections::HashSet;
 
 use leasequake_reports::history::{FaultEvent, FaultPhase, LinkCut};
-use leasequake_reports::wire::WireRecord;
+use leasequake_reports::wire::{LeaseOp, WireRecord};
 use leasequake_reports::{Evidence, PropertyResult, PropertyStatus, Violation};
 
 use super::super::{holds_renewal, Faults, Judge, RENEWAL_LAG_HALVES};
@@ -231,6 +232,7 @@ pub(crate) fn after_end(view: &View, recorded_renew_ms: Option<u64>, faults: &Fa
         for a in &n.acqs {
             after_release(node, n, a, faults, &mut judge);
             after_refusal(node, n, a, grace, faults, &mut judge);
+            after_moving_on(node, n, a, faults, &mut judge);
         }
     }
     finish(
@@ -275,6 +277,32 @@ fn after_release(node: &str, n: &NodeWire, a: &Acq, faults: &Faults, judge: &mut
             at_ns: act.rec.sent_ns,
         });
     }
+}
+
+/// A node that began acquiring another token is done with this one: its renewal thread was
+/// stopped. One renewal may have been on its way then; a second was decided after.
+fn after_moving_on(node: &str, n: &NodeWire, a: &Acq, faults: &Faults, judge: &mut Judge) {
+    let next = n.cmds.iter().find(|c| {
+        matches!(c.c.op, LeaseOp::Acquire | LeaseOp::AcquireOrRenew)
+            && c.rec.sent_ns > a.acquired.sent_ns
+            && c.c.token.as_deref().is_some_and(|t| t != a.token)
+    });
+    let Some(next) = next else { return };
+    let Some(r) = a.renewals.iter().filter(|r| r.sent_ns > next.rec.sent_ns).nth(1) else { return };
+    judge.violate(|| Violation {
+        summary: format!(
+            "{node} kept renewing token {} {} ms after it began acquiring another token ({}): the acquisition it left was never ended",
+            a.token,
+            ms(r.sent_ns.saturating_sub(next.rec.sent_ns)),
+            next.c.token.as_deref().unwrap_or("?")
+        ),
+        evidence: vec![
+            wire_evidence("acquire of another token", node, &a.token, next.rec, "acquire".into(), next.rec.sent_ns),
+            wire_evidence("renewal after it", node, &a.token, r, "renewal".into(), r.sent_ns),
+        ],
+        faults_active: faults.active_at(r.sent_ns),
+        at_ns: r.sent_ns,
+    });
 }
 
 fn after_refusal(node: &str, n: &NodeWire, a: &Acq, grace_ns: u64, faults: &Faults, judge: &mut Judge) {

@@ -263,6 +263,20 @@ fn renewing_or_writing_after_a_release_fails() {
 }
 
 #[test]
+fn renewing_an_acquisition_after_moving_on_to_another_fails() {
+    let moved = || {
+        W::new()
+            .acquire("n1", "n1/1/0/a", 0, 10)
+            .renew("n1", "n1/1/0/a", 500, 505, true)
+            .acquire("n1", "n1/1/1/b", 900, 910)
+    };
+    // One renewal on its way when the node moved on is no leak.
+    held(&moved().renew("n1", "n1/1/0/a", 1000, 1005, true).judge("wire_after_end"));
+    let leaked = moved().renew("n1", "n1/1/0/a", 1000, 1005, true).renew("n1", "n1/1/0/a", 1500, 1505, true);
+    violated(&leaked.judge("wire_after_end"), "after it began acquiring another token");
+}
+
+#[test]
 fn working_on_past_a_refused_renewal_fails_and_stopping_within_an_interval_holds() {
     let refused = || W::new().acquire("n1", "n1/1/0/a", 0, 10).renew("n1", "n1/1/0/a", 500, 505, false);
     held(&refused().model_calls("n1", "n1/1/0/a", (20, 980, 30, 20)).judge("wire_after_end"));
