@@ -879,6 +879,9 @@ pub enum EnvChange {
     ProxyChanged,
     /// The proxy server's API did not answer three polls in a row.
     ProxyUnreachable,
+    /// The host's wall clock stepped (version 7): Redis expires keys on it, so every lease's
+    /// expiry in Redis moved by the step while the nodes' monotonic deadlines did not.
+    ClockStepped,
 }
 
 /// One change the environment's watchers saw: Docker's events, the Sentinels' announcements, the

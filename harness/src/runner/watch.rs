@@ -5,7 +5,9 @@
 //! - each Sentinel's announcements (`+sdown`, `+odown`, `+switch-master`, `+tilt`, ...), from a
 //!   `redis-cli psubscribe` inside it, stamped on receipt;
 //! - the proxy server's list: a node's proxy gone or disabled, or the API silent three polls in a
-//!   row.
+//!   row;
+//! - the host's wall clock: a step of it (Redis expires keys on the wall clock, the nodes' leases
+//!   count on the monotonic one; a step moves every key's expiry against its holder's deadline).
 //!
 //! The watcher records; the checker decides which changes no declared fault explains (drift).
 
@@ -43,7 +45,47 @@ const CONTAINER_EVENTS: [&str; 5] = ["die", "start", "pause", "unpause", "oom"];
 pub async fn watch(env: &Environment, nodes: u32, push: Push<'_>, stop: &CancellationToken) {
     let sentinels = ["sentinel-1", "sentinel-2", "sentinel-3"].map(|s| announcements(env, s, push, stop));
     let [s1, s2, s3] = sentinels;
-    tokio::join!(containers(env, push, stop), proxies(env, nodes, push, stop), s1, s2, s3);
+    tokio::join!(containers(env, push, stop), proxies(env, nodes, push, stop), host_clock(push, stop), s1, s2, s3);
+}
+
+/// How often the host's wall clock is compared with its monotonic clock.
+const CLOCK_POLL: Duration = Duration::from_millis(100);
+/// A step of the wall clock against the monotonic one of at least this is recorded (NTP slews
+/// by far less than a ms per poll; a step is the clock set).
+pub const CLOCK_STEP_MS: i64 = 10;
+
+/// The wall clock less the monotonic clock, ns, read so that the two readings are at most 1 ms
+/// apart (a preemption between them would look like a step); `None` if no such reading came.
+fn wall_less_mono() -> Option<i128> {
+    for _ in 0..5 {
+        let m1 = mono_ns();
+        let w = wall_ns();
+        let m2 = mono_ns();
+        if m2.saturating_sub(m1) <= 1_000_000 {
+            return Some(i128::from(w) - i128::from(m1 / 2 + m2 / 2));
+        }
+    }
+    None
+}
+
+/// Steps of the host's wall clock, each an environment line.
+async fn host_clock(push: Push<'_>, stop: &CancellationToken) {
+    let mut last = wall_less_mono();
+    let mut pushed = 0usize;
+    // Bounded by `stop` and by LINES_MAX.
+    while pushed < LINES_MAX {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(CLOCK_POLL) => {}
+        }
+        let Some(now) = wall_less_mono() else { continue };
+        if let Some(step_ms) = last.map(|l| (now - l) / 1_000_000).filter(|s| s.abs() >= i128::from(CLOCK_STEP_MS)) {
+            let detail = format!("the host's wall clock stepped {step_ms:+} ms against its monotonic clock (Redis expires keys on it)");
+            push(event(EnvChange::ClockStepped, "host", "host-clock", mono_ns(), detail));
+            pushed += 1;
+        }
+        last = Some(now);
+    }
 }
 
 fn event(change: EnvChange, subject: &str, source: &str, at_ns: u64, detail: String) -> HistoryLine {

@@ -60,7 +60,10 @@ pub(super) fn environment(events: &[&EnvEvent], faults: &Faults, started_ns: u64
                 e.subject == "redis-primary"
                     && faults.covers_any(FaultKind::restarts_the_primary_container, e.at_ns, e.at_ns)
             }
-            EnvChange::ContainerOther | EnvChange::ProxyChanged | EnvChange::ProxyUnreachable => false,
+            EnvChange::ContainerOther
+            | EnvChange::ProxyChanged
+            | EnvChange::ProxyUnreachable
+            | EnvChange::ClockStepped => false,
         };
         if !explained && named.insert(&e.subject) {
             out.push(format!(

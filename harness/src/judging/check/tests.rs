@@ -924,6 +924,8 @@ fn an_environment_change_no_fault_explains_is_drift_naming_it() {
     named(H::new().round("n1", 1).env(EnvChange::ContainerOther, "redis-replica"), "redis-replica");
     named(H::new().round("n1", 1).env(EnvChange::ProxyChanged, "n1-redis"), "n1-redis");
     named(H::new().round("n1", 1).env(EnvChange::ProxyUnreachable, "proxy"), "proxy");
+    // The host's wall clock set: Redis expires keys on it, the leases count on the monotonic one.
+    named(H::new().round("n1", 1).env(EnvChange::ClockStepped, "host"), "host");
     // redis-primary restarting with no redis_restart in effect (before it, after it, or another
     // fault in effect) is drift too.
     named(H::new().round("n1", 1).env(EnvChange::ContainerDied, "redis-primary"), "redis-primary");
