@@ -87,6 +87,9 @@ pub struct WireRecord {
     /// What the upstream answered, delivered or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<WireReply>,
+    /// The proxy held the request (a `hold` toxic: a stalled renewal) before it went on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
 
 impl WireRecord {
@@ -168,6 +171,79 @@ pub enum Resp {
     Array(Option<Vec<Resp>>),
     /// RESP3 doubles, big numbers and verbatim strings, as their text.
     Other(String),
+}
+
+/// Lossy UTF-8, cut at [`ARG_MAX`] bytes (on a character boundary, with `…` appended).
+#[must_use]
+pub fn text(b: &[u8]) -> String {
+    cut(&String::from_utf8_lossy(b), ARG_MAX)
+}
+
+/// `s` cut at `max` bytes on a character boundary, `…` appended when cut.
+#[must_use]
+pub fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A Redis command as a witness records it: its name, and its arguments only for the
+/// [`RECORDED_COMMANDS`] (so no `AUTH` or `HELLO` password is ever kept); a script body cut at
+/// [`SCRIPT_MAX`], others at [`ARG_MAX`], at most [`ARGS_MAX`] of them.
+#[must_use]
+pub fn recorded_command(args: &[Vec<u8>]) -> WireRequest {
+    let name = args.first().map(|a| text(a).to_ascii_uppercase()).unwrap_or_default();
+    if !RECORDED_COMMANDS.contains(&name.as_str()) {
+        return WireRequest::Redis { args: vec![name] };
+    }
+    let script_at = match name.as_str() {
+        "EVAL" | "EVAL_RO" => Some(1),
+        "SCRIPT" => Some(2),
+        _ => None,
+    };
+    let args = args
+        .iter()
+        .take(ARGS_MAX)
+        .enumerate()
+        .map(|(i, a)| match script_at {
+            Some(at) if at == i => cut(&String::from_utf8_lossy(a), SCRIPT_MAX),
+            _ => text(a),
+        })
+        .collect();
+    WireRequest::Redis { args }
+}
+
+/// The lease's fields of a store or model request's JSON body; every other field ignored.
+#[derive(Deserialize, Default)]
+struct Fields {
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    fence: Option<u64>,
+    #[serde(default)]
+    call: Option<u64>,
+    #[serde(default)]
+    batch: Option<u64>,
+}
+
+/// An HTTP request as a witness records it: method, path (no query) and the lease's fields of a
+/// JSON `body` (none read from a body that is not JSON).
+#[must_use]
+pub fn http_request(method: &str, path: &str, body: &[u8]) -> WireRequest {
+    let fields = serde_json::from_slice::<Fields>(body).unwrap_or_default();
+    WireRequest::Http {
+        method: cut(method, 16),
+        path: cut(path.split('?').next().unwrap_or_default(), 256),
+        token: fields.token.map(|t| cut(&t, 256)),
+        fence: fields.fence,
+        call: fields.call,
+        batch: fields.batch,
+    }
 }
 
 impl Resp {

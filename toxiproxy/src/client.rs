@@ -121,6 +121,11 @@ impl ToxicSpec {
     pub fn limit_data(stream: Stream, bytes: u64) -> Self {
         Self::new("limit_data", stream, serde_json::json!({ "bytes": bytes }))
     }
+    /// Holds the client's renewals of `key` and what follows them on their connection, until the
+    /// toxic is removed. An extension of this server's: the official Toxiproxy refuses the type.
+    pub fn hold(key: &str) -> Self {
+        Self::new("hold", Stream::Upstream, serde_json::json!({ "key": key }))
+    }
     /// Names the toxic (default `<type>_<stream>`).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();

@@ -16,7 +16,7 @@ use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use crate::toxic::{ms, Effect, Stream, Toxic};
+use crate::toxic::{ms, Aim, Effect, Stream, Toxic};
 use crate::witness::{mono_ns, Conn};
 
 /// A connection's witness, shared by its two pumps.
@@ -88,23 +88,59 @@ struct Pump {
     /// connection first saw it, and bytes passed under it (limit_data).
     seen: BTreeMap<String, (bool, Instant, u64)>,
     witness: Witness,
+    /// Bytes a `hold` keeps back (from the first aimed command on), in order.
+    held: Vec<u8>,
+    holding: bool,
 }
+
+/// The most bytes a hold keeps back; past it the pump reads no more until released.
+const HELD_MAX: usize = 1 << 20;
 
 impl Pump {
     fn new(stream: Stream, toxics: Toxics, kill: CancellationToken, seed: u64, witness: Witness) -> Self {
         use rand::SeedableRng;
-        Self { stream, toxics, kill, rng: StdRng::seed_from_u64(seed), seen: BTreeMap::new(), witness }
+        let rng = StdRng::seed_from_u64(seed);
+        Self { stream, toxics, kill, rng, seen: BTreeMap::new(), witness, held: Vec::new(), holding: false }
     }
 
     /// Hands the witness a chunk: a client's as read at `at_ns` (`forwarded`: sent on), an
     /// upstream's as it began to be written to the client at `at_ns` (`None`: dropped). A reply
-    /// is stamped before its write, never after: the client cannot have read it earlier.
-    fn witness(&self, data: &[u8], at_ns: Option<u64>, forwarded: bool) {
+    /// is stamped before its write, never after: the client cannot have read it earlier. Returns
+    /// the client's requests the chunk completed (where each began in it, its seq).
+    fn witness(&self, data: &[u8], at_ns: Option<u64>, forwarded: bool) -> Vec<(isize, u64)> {
         let mut w = self.witness.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match self.stream {
             Stream::Upstream => w.sent(data, at_ns.unwrap_or_else(mono_ns), forwarded),
-            Stream::Downstream => w.answered(data, at_ns),
+            Stream::Downstream => {
+                w.answered(data, at_ns);
+                Vec::new()
+            }
         }
+    }
+
+    fn log(&self) -> std::sync::Arc<crate::witness::Log> {
+        self.witness.lock().unwrap_or_else(std::sync::PoisonError::into_inner).log().clone()
+    }
+
+    /// A client's chunk under a `hold` aimed at `aim`: where to hold from (the first aimed
+    /// command that began in this chunk), and every request from there on marked held. `None`
+    /// when nothing is held.
+    fn hold_from(&mut self, data_len: usize, done: &[(isize, u64)], aim: Option<&Aim>) -> Option<usize> {
+        if !self.holding && aim.is_none() {
+            return None;
+        }
+        let log = self.log();
+        let from = if self.holding {
+            Some(0)
+        } else {
+            let aim = aim?;
+            done.iter().find(|(start, seq)| *start >= 0 && log.renews(*seq, &aim.key)).map(|(s, _)| s.unsigned_abs())
+        }?;
+        for (_, seq) in done.iter().filter(|(start, _)| *start >= isize::try_from(from).unwrap_or(isize::MAX) || self.holding) {
+            log.held(*seq);
+        }
+        self.holding = true;
+        Some(from.min(data_len))
     }
 
     /// The toxics that apply to this direction of this connection now, in order.
@@ -139,6 +175,15 @@ impl Pump {
                 _ => None,
             });
             let close_at = blackhole.flatten();
+            let hold = active.iter().find_map(|(t, _)| (t.effect == Effect::Hold).then(|| t.aim.clone()).flatten());
+            if self.holding && hold.is_none() {
+                // Released: what was held goes on, in order, under the toxics in effect now.
+                self.holding = false;
+                let held = std::mem::take(&mut self.held);
+                if let Err(end) = self.forward(&active, &held, Instant::now(), &mut dst).await {
+                    break end;
+                }
+            }
             // A deadline already reached wins over data that is ready (tokio's timer would only
             // fire it on its next tick).
             let now = Instant::now();
@@ -155,16 +200,18 @@ impl Pump {
                 () = sleep_until(reset_at.unwrap_or(far)), if reset_at.is_some() => break End::Reset,
                 () = sleep_until(close_at.unwrap_or(far)), if close_at.is_some() => break End::Close,
                 changed = self.toxics.changed() => if changed.is_err() { break End::Close },
-                read = src.read(&mut buf) => {
+                read = src.read(&mut buf), if self.held.len() < HELD_MAX => {
                     let n = match read { Ok(0) | Err(_) => {
                         let delay = active.iter().find_map(|(t, _)| match t.effect { Effect::SlowClose { delay } => Some(delay), _ => None });
                         if let Some(d) = delay { self.wait(ms(d)).await; }
                         let _ = dst.shutdown().await;
                         break End::Eof;
                     } Ok(n) => n };
-                    if self.stream == Stream::Upstream {
-                        self.witness(&buf[..n], Some(mono_ns()), blackhole.is_none());
-                    }
+                    let done = if self.stream == Stream::Upstream {
+                        self.witness(&buf[..n], Some(mono_ns()), blackhole.is_none())
+                    } else {
+                        Vec::new()
+                    };
                     if blackhole.is_some() {
                         if self.stream == Stream::Downstream {
                             self.witness(&buf[..n], None, false);
@@ -172,7 +219,14 @@ impl Pump {
                         continue; // the timeout toxic drops data
                     }
                     let received = Instant::now();
-                    let forwarded = self.forward(&active, &buf[..n], received, &mut dst).await;
+                    let until = match self.hold_from(n, &done, hold.as_ref()) {
+                        Some(from) => {
+                            self.held.extend_from_slice(&buf[from..n]);
+                            from
+                        }
+                        None => n,
+                    };
+                    let forwarded = if until == 0 { Ok(mono_ns()) } else { self.forward(&active, &buf[..until], received, &mut dst).await };
                     if self.stream == Stream::Downstream {
                         self.witness(&buf[..n], forwarded.as_ref().ok().copied(), forwarded.is_ok());
                     }

@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use crate::error::ApiError;
 use crate::link;
 use crate::toxic::Toxic;
-use crate::witness::Log;
+use crate::witness::{Log, SharedScripts};
 
 /// How long stopping a proxy waits for its connections to close.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -95,14 +95,14 @@ impl ProxySpec {
 }
 
 impl Proxy {
-    fn new(spec: &ProxySpec) -> Self {
+    fn new(spec: &ProxySpec, scripts: &SharedScripts) -> Self {
         Self {
             name: spec.name.clone(),
             listen: spec.listen.clone(),
             upstream: spec.upstream.clone(),
             toxics: watch::Sender::new(Arc::new(Vec::new())),
             running: None,
-            witness: Log::new(),
+            witness: Log::new(scripts.clone()),
         }
     }
 
@@ -212,6 +212,8 @@ pub struct Collection {
     seeds: Arc<AtomicU64>,
     /// Where the API listens (no proxy may forward there).
     api: std::sync::OnceLock<String>,
+    /// The Lua scripts the witnesses saw, shared by every proxy.
+    scripts: SharedScripts,
 }
 
 impl Collection {
@@ -222,6 +224,7 @@ impl Collection {
             proxies: tokio::sync::Mutex::new(BTreeMap::new()),
             seeds: Arc::new(AtomicU64::new(seed)),
             api: std::sync::OnceLock::new(),
+            scripts: SharedScripts::default(),
         }
     }
 
@@ -259,7 +262,7 @@ impl Collection {
             std::iter::once(own).chain(proxies.values().map(|p| p.listen.as_str())).map(str::to_owned).collect()
         };
         self.refuse_loop(&spec.upstream, listens(&spec.listen))?;
-        let mut proxy = Proxy::new(&spec);
+        let mut proxy = Proxy::new(&spec, &self.scripts);
         if spec.enabled {
             proxy.start(&self.seeds).await?;
             // Port 0 binds a port only now: the loop is visible only now.

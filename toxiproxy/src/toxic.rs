@@ -55,6 +55,18 @@ pub enum Effect {
     LimitData { bytes: u64 },
     /// Does nothing.
     Noop,
+    /// An extension of this server's (Toxiproxy has no such toxic): holds the client's commands
+    /// aimed at (`Toxic::aim`: a key's renewals) and everything after them on their connection,
+    /// until the toxic is removed; then they go on, in order. Upstream only.
+    Hold,
+}
+
+/// What an aimed toxic acts on: the Redis commands that renew `key` (by the witness's reading of
+/// what a command does to a lease).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Aim {
+    /// The lease key.
+    pub key: String,
 }
 
 /// The largest value of each attribute: an hour for times in ms, a minute for the slicer's µs,
@@ -79,8 +91,8 @@ pub fn addressable(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-const TYPES: [&str; 8] =
-    ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data", "noop"];
+const TYPES: [&str; 9] =
+    ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data", "noop", "hold"];
 
 impl Effect {
     fn type_name(self) -> &'static str {
@@ -93,6 +105,7 @@ impl Effect {
             Effect::Slicer { .. } => "slicer",
             Effect::LimitData { .. } => "limit_data",
             Effect::Noop => "noop",
+            Effect::Hold => "hold",
         }
     }
 
@@ -130,6 +143,7 @@ impl Effect {
             },
             "limit_data" => Effect::LimitData { bytes: get("bytes")? },
             "noop" => Effect::Noop,
+            "hold" => Effect::Hold,
             _ => return Err(ApiError::InvalidToxicType),
         })
     }
@@ -144,7 +158,7 @@ impl Effect {
                 vec![("average_size", average_size), ("size_variation", size_variation), ("delay", delay)]
             }
             Effect::LimitData { bytes } => vec![("bytes", bytes)],
-            Effect::Noop => vec![],
+            Effect::Noop | Effect::Hold => vec![],
         };
         pairs.into_iter().map(|(k, v)| (k.to_owned(), Value::from(v))).collect()
     }
@@ -161,6 +175,8 @@ pub struct Toxic {
     pub toxicity: f32,
     /// What it does.
     pub effect: Effect,
+    /// The commands it acts on (`hold`), if it is aimed.
+    pub aim: Option<Aim>,
 }
 
 impl Toxic {
@@ -185,6 +201,10 @@ impl Toxic {
             Some(_) => return Err(ApiError::BadRequestBody("`attributes` must be an object".into())),
         };
         let effect = Effect::from_attributes(kind, attrs)?;
+        let aim = aim(kind, attrs)?;
+        if effect == Effect::Hold && stream != Stream::Upstream {
+            return Err(ApiError::BadRequestBody("a hold acts on the client's commands: its stream is upstream".into()));
+        }
         let name = match obj.get("name").and_then(Value::as_str) {
             Some(n) if !n.is_empty() => n.to_owned(),
             _ => format!("{kind}_{}", stream.as_str()),
@@ -194,7 +214,7 @@ impl Toxic {
                 "toxic name {name:?} must be 1 to 128 of letters, digits, '.', '_' and '-' (it is a path segment)"
             )));
         }
-        Ok(Self { name, stream, toxicity, effect })
+        Ok(Self { name, stream, toxicity, effect, aim })
     }
 
     /// Applies a `PATCH /proxies/{proxy}/toxics/{toxic}` body: toxicity and attributes; the
@@ -207,8 +227,12 @@ impl Toxic {
         }
         if let Some(Value::Object(given)) = obj.get("attributes") {
             let mut attrs = self.effect.attributes();
+            if let Some(a) = &self.aim {
+                attrs.insert("key".into(), Value::from(a.key.clone()));
+            }
             attrs.extend(given.clone());
             next.effect = Effect::from_attributes(self.effect.type_name(), &attrs)?;
+            next.aim = aim(self.effect.type_name(), &attrs)?;
         }
         Ok(next)
     }
@@ -216,13 +240,31 @@ impl Toxic {
     /// The JSON Toxiproxy shows for this toxic.
     #[must_use]
     pub fn to_json(&self) -> Value {
+        let mut attributes = self.effect.attributes();
+        if let Some(a) = &self.aim {
+            attributes.insert("key".into(), Value::from(a.key.clone()));
+        }
         serde_json::json!({
             "name": self.name,
             "type": self.effect.type_name(),
             "stream": self.stream.as_str(),
             "toxicity": self.toxicity,
-            "attributes": Value::Object(self.effect.attributes()),
+            "attributes": Value::Object(attributes),
         })
+    }
+}
+
+/// The aim of a `hold`: its `key` attribute, a string of 1 to 512 bytes.
+fn aim(kind: &str, attrs: &Map<String, Value>) -> Result<Option<Aim>, ApiError> {
+    if kind != "hold" {
+        return Ok(None);
+    }
+    match attrs.get("key") {
+        Some(Value::String(k)) if (1..=512).contains(&k.len()) => Ok(Some(Aim { key: k.clone() })),
+        other => Err(ApiError::BadRequestBody(format!(
+            "attribute `key` of hold must be the lease key (a string of 1 to 512 bytes), got {}",
+            other.map_or("nothing".into(), Value::to_string)
+        ))),
     }
 }
 

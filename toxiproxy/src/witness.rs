@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasequake_reports::wire::{WireRecord, WireReply, WireRequest, RECORDED_COMMANDS, SCRIPT_MAX};
+use leasequake_reports::wire::{classify, recorded_command, LeaseOp, Scripts, WireRecord, WireReply, WireRequest};
 use serde_json::{json, Value};
 
 mod http;
@@ -36,11 +36,16 @@ pub fn mono_ns() -> u64 {
         .saturating_add(u64::try_from(t.tv_nsec).unwrap_or(0))
 }
 
+/// The Lua scripts seen loaded or run through any proxy of the server (Redis keeps one script
+/// cache for every client: a node may run a script another loaded).
+pub type SharedScripts = Arc<Mutex<Scripts>>;
+
 /// One proxy's records.
 #[derive(Default)]
 pub struct Log {
     inner: Mutex<Inner>,
     conns: std::sync::atomic::AtomicU64,
+    scripts: SharedScripts,
 }
 
 #[derive(Default)]
@@ -52,10 +57,53 @@ struct Inner {
 }
 
 impl Log {
-    /// An empty log; its first record will be seq 1.
+    /// An empty log; its first record will be seq 1. Scripts it sees go to `scripts`.
     #[must_use]
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self { inner: Mutex::new(Inner { first: 1, ..Inner::default() }), ..Self::default() })
+    pub fn new(scripts: SharedScripts) -> Arc<Self> {
+        Arc::new(Self { inner: Mutex::new(Inner { first: 1, ..Inner::default() }), scripts, ..Self::default() })
+    }
+
+    fn learn(&self, request: &WireRequest) {
+        let WireRequest::Redis { args } = request else { return };
+        let body = match (args.first().map(String::as_str), args.get(1).map(String::as_str)) {
+            (Some("EVAL" | "EVAL_RO"), Some(body)) => body,
+            (Some("SCRIPT"), Some(sub)) if sub.eq_ignore_ascii_case("LOAD") => match args.get(2) {
+                Some(body) => body,
+                None => return,
+            },
+            _ => return,
+        };
+        self.scripts.lock().unwrap_or_else(PoisonError::into_inner).insert(body);
+    }
+
+    /// Whether record `seq` renews `key`: a renewal, or a set of the key to a token this proxy's
+    /// client acquired it with (one script for both, as aioredlock's).
+    #[must_use]
+    pub fn renews(&self, seq: u64, key: &str) -> bool {
+        let scripts = self.scripts.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let l = self.lock();
+        let Some(at) = seq.checked_sub(l.first).and_then(|i| usize::try_from(i).ok()) else { return false };
+        let Some(c) = l.records.get(at).and_then(|r| classify(r, key, "", &scripts)) else { return false };
+        match c.op {
+            LeaseOp::Renew => true,
+            LeaseOp::AcquireOrRenew => l.records.iter().take(at).rev().any(|r| {
+                classify(r, key, "", &scripts).is_some_and(|e| {
+                    matches!(e.op, LeaseOp::Acquire | LeaseOp::AcquireOrRenew)
+                        && e.outcome == leasequake_reports::wire::Outcome::Done
+                        && e.token == c.token
+                })
+            }),
+            _ => false,
+        }
+    }
+
+    /// Marks record `seq` as held by the proxy.
+    pub fn held(&self, seq: u64) {
+        let mut l = self.lock();
+        let Some(i) = seq.checked_sub(l.first).and_then(|i| usize::try_from(i).ok()) else { return };
+        if let Some(r) = l.records.get_mut(i) {
+            r.held = true;
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -144,38 +192,57 @@ impl Conn {
     }
 
     /// Bytes the client sent, read at `at_ns`; `forwarded`: whether they went on upstream.
-    pub fn sent(&mut self, data: &[u8], at_ns: u64, forwarded: bool) {
+    /// Returns the requests they completed: where each began in `data` (negative: in an earlier
+    /// chunk) and its seq.
+    pub fn sent(&mut self, data: &[u8], at_ns: u64, forwarded: bool) -> Vec<(isize, u64)> {
+        let mut done = Vec::new();
         if self.proto == Proto::Unknown {
             self.proto = if http_method(data) { Proto::Http } else { Proto::Resp };
         }
         if self.proto == Proto::Off {
-            return;
+            return done;
         }
         if self.up.is_empty() {
             self.up_ns = at_ns;
         }
+        // Where the buffer's first byte is, relative to `data`.
+        let mut start = -isize::try_from(self.up.len()).unwrap_or(isize::MAX);
         self.up.extend_from_slice(data);
         // Bounded by the buffer: every turn consumes a frame or stops.
         loop {
             let parsed = match self.proto {
                 Proto::Http => http::request(&self.up),
-                _ => resp::command(&self.up).map(|args, _| recorded(args)),
+                _ => resp::command(&self.up).map(|args, _| recorded_command(&args)),
             };
             match parsed {
                 Frame::Done(request, used) => {
                     let sent_ns = self.up_ns;
                     self.up.drain(..used);
                     self.up_ns = at_ns;
-                    self.record(request, sent_ns, forwarded);
+                    self.log.learn(&request);
+                    done.push((start, self.record(request, sent_ns, forwarded)));
+                    start = start.saturating_add_unsigned(used);
                 }
-                Frame::Partial if self.up.len() <= BUFFER_MAX => return,
-                Frame::Partial => return self.stop(format!("a request of over {BUFFER_MAX} bytes"), at_ns),
-                Frame::Bad(why) => return self.stop(why, at_ns),
+                Frame::Partial if self.up.len() <= BUFFER_MAX => return done,
+                Frame::Partial => {
+                    self.stop(format!("a request of over {BUFFER_MAX} bytes"), at_ns);
+                    return done;
+                }
+                Frame::Bad(why) => {
+                    self.stop(why, at_ns);
+                    return done;
+                }
             }
         }
     }
 
-    fn record(&mut self, request: WireRequest, sent_ns: u64, forwarded: bool) {
+    /// The proxy's log this connection records into.
+    #[must_use]
+    pub fn log(&self) -> &Arc<Log> {
+        &self.log
+    }
+
+    fn record(&mut self, request: WireRequest, sent_ns: u64, forwarded: bool) -> u64 {
         let seq = self.log.push(WireRecord {
             seq: 0,
             link: self.link.clone(),
@@ -185,8 +252,10 @@ impl Conn {
             request,
             reply_ns: None,
             reply: None,
+            held: false,
         });
         self.pending.push_back(seq);
+        seq
     }
 
     /// Bytes from upstream, whose write to the client began at `delivered_ns` (`None`: dropped by a
@@ -238,36 +307,12 @@ impl Conn {
         self.proto = Proto::Off;
         self.up = Vec::new();
         self.down = Vec::new();
-        self.record(WireRequest::Unreadable { why }, at_ns, true);
+        let _ = self.record(WireRequest::Unreadable { why }, at_ns, true);
     }
 }
 
 fn http_method(data: &[u8]) -> bool {
     ["GET ", "POST ", "PUT ", "DELETE ", "HEAD ", "PATCH ", "OPTIONS "].iter().any(|m| data.starts_with(m.as_bytes()))
-}
-
-/// A command as recorded: its name, and its arguments only for the commands a lease uses (so no
-/// `AUTH` or `HELLO` password is ever kept); a script body cut at [`SCRIPT_MAX`], others at the
-/// argument limit.
-fn recorded(args: Vec<Vec<u8>>) -> WireRequest {
-    let name = args.first().map(|a| resp::text(a).to_ascii_uppercase()).unwrap_or_default();
-    if !RECORDED_COMMANDS.contains(&name.as_str()) {
-        return WireRequest::Redis { args: vec![name] };
-    }
-    let script_at = match name.as_str() {
-        "EVAL" | "EVAL_RO" => Some(1),
-        "SCRIPT" => Some(2),
-        _ => None,
-    };
-    let args = args
-        .iter()
-        .enumerate()
-        .map(|(i, a)| match script_at {
-            Some(at) if at == i => resp::cut(&String::from_utf8_lossy(a), SCRIPT_MAX),
-            _ => resp::text(a),
-        })
-        .collect();
-    WireRequest::Redis { args }
 }
 
 #[cfg(test)]

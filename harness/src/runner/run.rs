@@ -623,13 +623,14 @@ async fn drive(
     let watcher = crate::watch::watch(env, s.nodes.count, &pushed, &stop);
     let armed: Arc<Mutex<Vec<Armed>>> = Arc::default();
     let (hits, hit_rx) = mpsc::channel::<Hit>(16);
+    let wire_triggers = crate::trigger::wire_renewals(&ctx.proxy, &lease, s.nodes.count, (&armed, &hits), &stop);
     let routes = Routes {
         armed: armed.clone(),
         handles: fleet.handles.clone(),
         follower: s.nodes.follow_failovers.then(|| (ProxyClient::new(env.proxy_api.clone()), s.nodes.count)),
         seen: seen_rx,
         events: router_rx,
-        hits,
+        hits: hits.clone(),
     };
     let router = route(routes, stop.clone());
     let timeline = Timeline::new(&ctx, &world, &lines, &opts.progress, &armed);
@@ -638,7 +639,7 @@ async fn drive(
         stop.cancel();
         out
     };
-    let ((still_applied, extended_ms), (), (), ()) = tokio::join!(schedule, observer, router, watcher);
+    let ((still_applied, extended_ms), (), (), (), ()) = tokio::join!(schedule, observer, router, watcher, wire_triggers);
     opts.progress.phase("stopping the nodes");
     fleet.stop().await;
     let Ctx { proxy, tx, tenant, .. } = ctx;

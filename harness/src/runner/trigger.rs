@@ -2,13 +2,19 @@
 //! acquire, a key that ran out, a role that changed), handed to the schedule, which applies each
 //! before the node is let go; and the nodes following a new master (`follow_failovers`).
 
+use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use leasequake_reports::history::EventKind;
+use leasequake_reports::wire::{classify, LeaseOp, Outcome, Scripts};
 use leasequake_toxiproxy::Client as ProxyClient;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::env::NodeLink;
+use crate::holders::Holders;
 use crate::scenario::{Observed, Trigger};
 
 /// A fault waiting for its trigger: its index, the trigger, the node it waits for (any, if none).
@@ -46,6 +52,53 @@ pub async fn fire_observed(armed: &Mutex<Vec<Armed>>, seen: &Observed, hits: &mp
         Observed::RoleChanged { .. } => "",
     };
     fire(armed, hits, |t| t.fired_by_observed(seen), node).await;
+}
+
+/// How often the wire of a node with hidden renewals is read while a `renewed` trigger waits.
+const WIRE_POLL: Duration = Duration::from_millis(50);
+
+/// `renewed` triggers for the nodes whose renewals are hidden (`hello`, `renewals: hidden`): they
+/// report none, so a renewal is read off their Redis link instead (a renewal of the lease key that
+/// Redis confirmed, to the node's own token), while such a trigger is armed. Until `stop`.
+pub async fn wire_renewals(
+    proxy: &ProxyClient,
+    lease: &Holders,
+    count: u32,
+    (armed, hits): (&Mutex<Vec<Armed>>, &mpsc::Sender<Hit>),
+    stop: &CancellationToken,
+) {
+    let renewed = EventKind::Renewed { token: String::new(), sent_ns: None };
+    // Per node: the last seq read and the scripts seen on its link.
+    let mut read: HashMap<u32, (u64, Scripts)> = HashMap::new();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(WIRE_POLL) => {}
+        }
+        let waiting = armed.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|(_, t, _)| t.fired_by(&renewed));
+        if !waiting {
+            continue;
+        }
+        for i in 1..=count {
+            let node = format!("n{i}");
+            if lease.hidden_renewals(Some(&node)).is_none() {
+                continue;
+            }
+            let (after, scripts) = read.entry(i).or_insert((0, Scripts::default()));
+            let Ok(Some(page)) = proxy.witness(&NodeLink::Redis.proxy(i), *after).await else { continue };
+            let fresh = *after > 0;
+            *after = page.records.last().map_or(*after, |r| r.seq);
+            for r in &page.records {
+                *scripts = Scripts::learn(std::iter::once(r)).merged(std::mem::take(scripts));
+                let Some(c) = classify(r, &lease.key(), "", scripts) else { continue };
+                let own = c.token.as_deref().is_some_and(|t| lease.held_by(t, &node));
+                let renewal = c.op == LeaseOp::Renew || (c.op == LeaseOp::AcquireOrRenew && own);
+                if fresh && renewal && c.outcome == Outcome::Done && r.reply_ns.is_some() {
+                    fire(armed, hits, |t| t.fired_by(&renewed), &node).await;
+                }
+            }
+        }
+    }
 }
 
 /// Fires, in the order they were armed, every armed fault whose trigger `fires` and whose named

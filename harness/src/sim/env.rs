@@ -12,6 +12,8 @@ use tokio::time::Instant;
 use super::cluster::Cluster;
 use super::gate::{Gate, GatedSpawner, Tasks};
 use super::net::{redis_request, store_link, Link};
+use super::witness::Witness;
+use leasequake_reports::wire::{http_request, WireReply};
 use crate::job::{NodeEnv, StoreFailure};
 use crate::store::Store;
 
@@ -71,6 +73,10 @@ pub(super) struct SimEnv {
     pub latency: Duration,
     /// The incarnation's token nonce, from the seed.
     pub nonce: u64,
+    /// What the node sends and gets back on its links.
+    pub witness: Arc<Witness>,
+    /// The node's name (its links are `<node>-redis`, `<node>-store`, `<node>-model`).
+    pub node: String,
 }
 
 impl NodeEnv for SimEnv {
@@ -86,7 +92,12 @@ impl NodeEnv for SimEnv {
     }
 
     async fn connect(&self) -> Result<SimConn, String> {
-        Ok(SimConn { link: self.redis_link.clone(), redis: self.redis.clone(), latency: self.latency })
+        Ok(SimConn {
+            link: self.redis_link.clone(),
+            redis: self.redis.clone(),
+            latency: self.latency,
+            witness: (self.witness.clone(), format!("{}-redis", self.node)),
+        })
     }
 
     fn renewal(&self) -> impl redis_lease::Spawn {
@@ -97,9 +108,14 @@ impl NodeEnv for SimEnv {
         self.renewal_gate.shut_until(Instant::now() + Duration::from_millis(ms));
     }
 
-    async fn model(&self, _body: String) -> Result<(u16, String), StoreFailure> {
-        // The simulation's nodes make their model calls themselves (their config names no service).
-        Err(StoreFailure::NotDelivered("the simulation has no model service".into()))
+    async fn model(&self, body: String) -> Result<(u16, String), StoreFailure> {
+        // The model link adds no latency: a call takes the model's work alone, as the truth
+        // batches' rounds did when the node made its model calls itself.
+        let link = format!("{}-model", self.node);
+        let sent = self.witness.sent(&link, http_request("POST", "/v1/embed", body.as_bytes()), true);
+        let (status, text) = crate::model::embed(self.store.model(), body.as_bytes()).await;
+        self.witness.answered(&sent, WireReply::Http { status }, true);
+        Ok((status, text))
     }
 
     async fn store(
@@ -108,16 +124,23 @@ impl NodeEnv for SimEnv {
         path: String,
         body: Option<String>,
     ) -> Result<(u16, String), StoreFailure> {
+        let request = http_request(method, &path, body.as_deref().unwrap_or_default().as_bytes());
+        let link = format!("{}-store", self.node);
         let extra = match store_link(&self.store_link) {
             Ok(extra) => extra,
             Err(true) => {
+                self.witness.sent(&link, request, false);
                 // A refused connection also takes a round trip (see `net::redis_request`).
                 tokio::time::sleep(2 * self.latency).await;
                 return Err(StoreFailure::NotDelivered("connection reset by peer".into()));
             }
-            Err(false) => return std::future::pending().await,
+            Err(false) => {
+                self.witness.sent(&link, request, false);
+                return std::future::pending().await;
+            }
         };
-        let (store, latency) = (self.store.clone(), self.latency + extra);
+        let sent = self.witness.sent(&link, request, true);
+        let (store, latency, witness) = (self.store.clone(), self.latency + extra, self.witness.clone());
         // On the wire: the world's task, which the sender's crash does not cancel.
         let travel = tokio::spawn(async move {
             tokio::time::sleep(latency).await;
@@ -125,6 +148,7 @@ impl NodeEnv for SimEnv {
             let (status, text, _) =
                 crate::store::route(&store, method, path, query, body.unwrap_or_default().as_bytes());
             tokio::time::sleep(latency).await;
+            witness.answered(&sent, WireReply::Http { status }, true);
             (status, text)
         });
         travel.await.map_err(|_| StoreFailure::NoAnswer("the simulation ended".into()))
@@ -142,12 +166,13 @@ pub(super) struct SimConn {
     link: Arc<Link>,
     redis: Arc<Cluster>,
     latency: Duration,
+    witness: (Arc<Witness>, String),
 }
 
 impl SimConn {
     async fn send(&self, cmd: &Cmd) -> Result<Value, redis::RedisError> {
         let args = super::redis::conn::args(cmd);
-        redis_request(self.link.clone(), self.redis.clone(), args, self.latency).await
+        redis_request(self.link.clone(), self.redis.clone(), args, self.latency, Some(self.witness.clone())).await
     }
 }
 

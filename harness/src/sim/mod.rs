@@ -16,6 +16,7 @@ mod schedule;
 pub mod seeds;
 pub mod shrink;
 mod trigger;
+mod witness;
 mod world;
 
 pub use world::{run_schedule, run_seed, schedule, SimRun};

@@ -12,6 +12,10 @@ use redis::{RedisError, Value};
 use tokio::time::Instant;
 
 use super::cluster::{Cluster, Server};
+use super::witness::{resp, Witness};
+
+/// The witness a request is recorded by, and the link's name (`n1-redis`).
+pub type Witnessed = Option<(Arc<Witness>, String)>;
 
 /// How long a connection lives under `lose_replies` before it is cut (the container lane's).
 const LOSE_REPLIES_CUT: Duration = Duration::from_millis(100);
@@ -77,18 +81,29 @@ pub async fn redis_request(
     cluster: Arc<Cluster>,
     args: Vec<Vec<u8>>,
     latency: Duration,
+    witness: Witnessed,
 ) -> Result<Value, RedisError> {
     let at_send = link.now();
     let server = cluster.routed();
+    let request = leasequake_reports::wire::recorded_command(&args);
+    let record = |forwarded| witness.as_ref().map(|(w, name)| (w.clone(), w.sent(name, request.clone(), forwarded)));
     if LinkFaults::active(at_send.reset_until) || Server::until(&server.down_until).is_some() {
+        record(false);
         // The reset comes back after a round trip: never at no cost in virtual time, or a client
         // that retries at once would spin without the world's clock ever moving.
         tokio::time::sleep(2 * latency).await;
         return Err(reset("connection reset by peer"));
     }
     if LinkFaults::active(at_send.blackhole_until) {
+        record(false);
         return std::future::pending().await;
     }
+    let sent = record(true);
+    let answered = move |v: &Value, delivered: bool| {
+        if let Some((w, s)) = &sent {
+            w.answered(s, leasequake_reports::wire::WireReply::Redis(resp(v)), delivered);
+        }
+    };
     // On the wire: a task of the world's, which the sender's crash does not cancel.
     let travel = tokio::spawn(async move {
         tokio::time::sleep(latency + at_send.extra()).await;
@@ -107,13 +122,16 @@ pub async fn redis_request(
         let reply = cluster.exec(&server, &args).to_value();
         let back = link.now();
         if LinkFaults::active(back.lose_replies_until) {
+            answered(&reply, false);
             tokio::time::sleep(LOSE_REPLIES_CUT).await;
             return Err(Lost::ReplyLost);
         }
         if LinkFaults::active(back.blackhole_until) {
+            answered(&reply, false);
             return std::future::pending().await;
         }
         tokio::time::sleep(latency + back.extra()).await;
+        answered(&reply, true);
         Ok(reply)
     });
     match travel.await {

@@ -72,7 +72,7 @@ fn a_reset_costs_a_round_trip_so_a_client_retrying_at_once_cannot_stop_the_clock
         let redis = super::cluster::Cluster::new(std::time::Duration::from_millis(2), super::env::VClock::start());
         let latency = std::time::Duration::from_micros(250);
         let began = tokio::time::Instant::now();
-        let got = super::net::redis_request(link, redis, vec![b"PING".to_vec()], latency).await;
+        let got = super::net::redis_request(link, redis, vec![b"PING".to_vec()], latency, None).await;
         assert!(got.is_err(), "a reset link answers with an error");
         // (tokio's timers round up to the millisecond)
         assert!(began.elapsed() >= 2 * latency, "the error came back after a round trip: {:?}", began.elapsed());

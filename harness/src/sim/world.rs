@@ -158,6 +158,8 @@ pub(super) struct World {
     pub(super) heals: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Where the nodes' events go for the router, when a fault waits for one.
     seen: Option<mpsc::Sender<Seen>>,
+    /// What every node sent on its links and got back.
+    witness: Arc<super::witness::Witness>,
 }
 
 async fn run_world(
@@ -171,6 +173,7 @@ async fn run_world(
     let mut header = scenario_header(s, seed, &format!("sim-{seed}"), TENANT, clock.now_ns(), 0);
     // The simulated nodes reach whichever server is master: Sentinel-aware clients.
     header.clients_follow = true;
+    header.witness = true;
     let (seen, seen_rx) = match faults.iter().any(|f| f.on.is_some()) {
         true => {
             let (tx, rx) = mpsc::channel(super::trigger::SEEN_MAX);
@@ -194,6 +197,7 @@ async fn run_world(
         armed: Mutex::default(),
         heals: Mutex::default(),
         seen,
+        witness: Arc::new(super::witness::Witness::new(clock)),
     });
     let router = seen_rx.map(|rx| tokio::spawn(super::trigger::route(w.clone(), rx)));
     for i in 1..=s.nodes.count {
@@ -299,9 +303,14 @@ impl World {
             tasks: Arc::default(),
             latency: LATENCY,
             nonce,
+            witness: self.witness.clone(),
+            node: format!("n{i}"),
         };
-        let endpoints =
-            Links { redis_url: "sim://redis-primary".into(), store_addr: "sim://store".into(), model_addr: None };
+        let endpoints = Links {
+            redis_url: "sim://redis-primary".into(),
+            store_addr: "sim://store".into(),
+            model_addr: Some("sim://model".into()),
+        };
         let config = node_config(&self.s, &self.faults, self.seed, TENANT, (i, incarnation), endpoints);
         let (events_tx, mut events) = mpsc::channel(4096);
         let emitter = Emitter::new(events_tx, self.clock.stamp());
@@ -387,7 +396,8 @@ impl World {
         self.rec.push(line);
     }
 
-    /// The store's audit log, the snapshot and the seal; before them, a node the simulation held
+    /// The store's and the model service's audit logs, the witness's records, the snapshot and
+    /// the seal; before them, a node the simulation held
     /// for spinning, as the environment drifting (no verdict stands on such a world).
     fn close(&self) -> Vec<HistoryLine> {
         for (node, gate) in self.gates.lock().unwrap_or_else(PoisonError::into_inner).iter() {
@@ -403,6 +413,12 @@ impl World {
         }
         for record in self.store.audit_after(0) {
             self.rec.push(HistoryLine::Audit(record));
+        }
+        for record in self.store.model().audit_after(0) {
+            self.rec.push(HistoryLine::Model(record));
+        }
+        for line in self.witness.lines() {
+            self.rec.push(line);
         }
         let view = self.store.tenant_view(TENANT);
         let left = view["collections"]

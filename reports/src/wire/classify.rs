@@ -79,9 +79,31 @@ pub struct Classified {
     pub unread: Option<String>,
 }
 
-/// The Lua scripts the witness saw loaded or run on any link: SHA1 -> body.
+/// The Lua scripts the witness saw loaded or run on any link: SHA1 -> the body, read once.
 #[derive(Debug, Default, Clone)]
-pub struct Scripts(HashMap<String, String>);
+pub struct Scripts(HashMap<String, std::sync::Arc<Body>>);
+
+/// A script's body and what reading it found.
+#[derive(Debug)]
+pub struct Body {
+    text: String,
+    calls: Vec<lua::Call>,
+    /// The `ARGV[j]` its key's value is compared with.
+    compared: Option<usize>,
+    /// Its own (refused, done) reply literals.
+    literals: Option<(i64, i64)>,
+}
+
+impl Body {
+    fn read(text: &str) -> Self {
+        Self {
+            text: text.to_owned(),
+            calls: lua::calls(text),
+            compared: lua::compared_argv(text),
+            literals: lua::literal_returns(text),
+        }
+    }
+}
 
 impl Scripts {
     /// Every body loaded (`SCRIPT LOAD`, its reply the SHA1) or run (`EVAL`) in `records`.
@@ -98,11 +120,11 @@ impl Scripts {
                         Some(WireReply::Redis(Resp::Bulk(Some(sha)))) => sha.to_ascii_lowercase(),
                         _ => sha1_hex(body),
                     };
-                    out.insert(sha, body.clone());
+                    out.entry(sha).or_insert_with(|| std::sync::Arc::new(Body::read(body)));
                 }
                 (Some("EVAL" | "EVAL_RO"), Some(_)) => {
                     let body = &args[1];
-                    out.insert(sha1_hex(body), body.clone());
+                    out.entry(sha1_hex(body)).or_insert_with(|| std::sync::Arc::new(Body::read(body)));
                 }
                 _ => {}
             }
@@ -110,10 +132,31 @@ impl Scripts {
         Self(out)
     }
 
-    /// The body of a script by its SHA1.
+    /// These scripts and `other`'s.
     #[must_use]
-    pub fn body(&self, sha: &str) -> Option<&str> {
-        self.0.get(&sha.to_ascii_lowercase()).map(String::as_str)
+    pub fn merged(mut self, other: Self) -> Self {
+        self.0.extend(other.0);
+        self
+    }
+
+    /// Keeps `body` under its SHA1 (a witness learning scripts as they pass).
+    pub fn insert(&mut self, body: &str) {
+        self.0.entry(sha1_hex(body)).or_insert_with(|| std::sync::Arc::new(Body::read(body)));
+    }
+
+    /// A script by its SHA1.
+    #[must_use]
+    pub fn body(&self, sha: &str) -> Option<&Body> {
+        match self.0.get(sha) {
+            Some(b) => Some(b),
+            None => self.0.get(&sha.to_ascii_lowercase()).map(|b| &**b),
+        }
+    }
+
+    /// The body of a script by its SHA1, as text.
+    #[must_use]
+    pub fn text(&self, sha: &str) -> Option<&str> {
+        self.body(sha).map(|b| b.text.as_str())
     }
 }
 
@@ -140,7 +183,13 @@ pub fn classify(r: &WireRecord, lease_key: &str, fence_key: &str, scripts: &Scri
         _ => None,
     };
     let shape = match cmd.as_str() {
-        "EVAL" | "EVAL_RO" => script(args, Some(args.get(1)?.as_str()), lease_key, fence_key)?,
+        "EVAL" | "EVAL_RO" => {
+            let text = args.get(1)?;
+            match scripts.body(&sha1_hex(text)) {
+                Some(b) => script(args, Some(b), lease_key, fence_key)?,
+                None => script(args, Some(&Body::read(text)), lease_key, fence_key)?,
+            }
+        }
         "EVALSHA" | "EVALSHA_RO" => script(args, scripts.body(args.get(1)?), lease_key, fence_key)?,
         _ => direct(&cmd, args, lease_key, fence_key)?,
     };
@@ -218,7 +267,7 @@ fn ms(text: &str, unit: u64) -> Option<u64> {
 }
 
 /// An `EVAL`/`EVALSHA` with `body` (None: a SHA1 never loaded where the witness saw it).
-fn script(args: &[String], body: Option<&str>, lease: &str, fence: &str) -> Option<Shape> {
+fn script(args: &[String], body: Option<&Body>, lease: &str, fence: &str) -> Option<Shape> {
     let numkeys: usize = args.get(2)?.parse().ok()?;
     let keys = args.get(3..3usize.checked_add(numkeys)?.min(args.len()))?;
     let argv = args.get(3 + keys.len()..).unwrap_or(&[]);
@@ -230,22 +279,21 @@ fn script(args: &[String], body: Option<&str>, lease: &str, fence: &str) -> Opti
     let Some(body) = body else {
         return Some(Shape::unknown("a script whose body the witness never saw loaded (EVALSHA of an unknown SHA1)"));
     };
-    let calls = lua::calls(body);
     let Some(k) = lease_at else {
-        let incr = calls.iter().any(|c| c.cmd.starts_with("INCR") && fence_at.is_some_and(|f| c.on(f)));
+        let incr = body.calls.iter().any(|c| c.cmd.starts_with("INCR") && fence_at.is_some_and(|f| c.on(f)));
         return Some(Shape::new(if incr { LeaseOp::Fence } else { LeaseOp::Check }));
     };
-    let mut s = script_shape(&calls, k, body);
+    let mut s = script_shape(&body.calls, k, &body.text);
     let value = |a: Option<&Arg>| match a {
         Some(Arg::Argv(j)) => argv.get(j - 1).cloned(),
         _ => None,
     };
-    s.shape.token = value(s.token.as_ref()).or_else(|| lua::compared_argv(body).and_then(|j| argv.get(j - 1).cloned()));
+    s.shape.token = value(s.token.as_ref()).or_else(|| body.compared.and_then(|j| argv.get(j - 1).cloned()));
     s.shape.ttl_ms = s.ttl.as_ref().and_then(|(a, unit)| ms(value(Some(a))?.as_str(), *unit));
     if s.shape.op != LeaseOp::Check && s.shape.op != LeaseOp::Unknown && s.shape.ttl_ms.is_none() && s.ttl.is_some() {
         s.shape.unread = Some("the script's expiry argument is not a number of ms or s".into());
     }
-    s.shape.literals = lua::literal_returns(body);
+    s.shape.literals = body.literals;
     Some(s.shape)
 }
 

@@ -3,28 +3,14 @@
 //! or chunked encoding; a response with neither runs to the connection's end, after which
 //! nothing more on that connection can be paired (the caller is told).
 
-use leasequake_reports::wire::WireRequest;
-use serde::Deserialize;
+use leasequake_reports::wire::{http_request, WireRequest};
 
-use super::resp::{cut, Frame};
+use super::resp::Frame;
 
 /// The longest header block read.
 const HEADERS_MAX: usize = 64 * 1024;
 /// The largest body whose fields are read (a larger one is framed, its fields left unread).
 const BODY_READ_MAX: usize = 1 << 20;
-
-/// The lease's fields of a request body (store and model calls); every other field ignored.
-#[derive(Deserialize, Default)]
-struct Fields {
-    #[serde(default)]
-    token: Option<String>,
-    #[serde(default)]
-    fence: Option<u64>,
-    #[serde(default)]
-    call: Option<u64>,
-    #[serde(default)]
-    batch: Option<u64>,
-}
 
 /// A message's head: the first line's words, and how its body is framed.
 struct Head<'a> {
@@ -115,22 +101,9 @@ pub(crate) fn request(buf: &[u8]) -> Frame<WireRequest> {
         Frame::Partial => return Frame::Partial,
         Frame::Bad(w) => return Frame::Bad(w),
     };
-    let body = &buf[h.len..h.len + len];
-    let fields = if matches!(h.body, Body::Length(_)) && len <= BODY_READ_MAX {
-        serde_json::from_slice::<Fields>(body).unwrap_or_default()
-    } else {
-        Fields::default()
-    };
-    let path = h.first[1].split('?').next().unwrap_or_default();
-    let request = WireRequest::Http {
-        method: cut(h.first[0], 16),
-        path: cut(path, 256),
-        token: fields.token.map(|t| cut(&t, 256)),
-        fence: fields.fence,
-        call: fields.call,
-        batch: fields.batch,
-    };
-    Frame::Done(request, h.len + len)
+    let readable = matches!(h.body, Body::Length(_)) && len <= BODY_READ_MAX;
+    let body = if readable { &buf[h.len..h.len + len] } else { &[][..] };
+    Frame::Done(http_request(h.first[0], h.first[1], body), h.len + len)
 }
 
 /// One response: its status (`None` for an interim 1xx, which answers nothing yet), and whether

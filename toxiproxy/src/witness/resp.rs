@@ -4,7 +4,7 @@
 //! calls, so a frame split across chunks is parsed again once complete (frames are small; the
 //! caller bounds the buffer). Strings are kept as lossy UTF-8, cut at the vocabulary's limits.
 
-use leasequake_reports::wire::{Resp, ARGS_MAX, ARG_MAX};
+use leasequake_reports::wire::{text, Resp, ARGS_MAX};
 
 /// One frame parsed, or why not.
 #[derive(Debug, PartialEq, Eq)]
@@ -196,23 +196,6 @@ fn partial_or_bad<T>(buf: &[u8], what: &str) -> Frame<T> {
 
 fn parse_int(b: &[u8]) -> Option<i64> {
     std::str::from_utf8(b).ok()?.parse().ok()
-}
-
-/// Lossy UTF-8, cut at [`ARG_MAX`] bytes (on a character boundary, with `…` appended).
-pub(crate) fn text(b: &[u8]) -> String {
-    cut(&String::from_utf8_lossy(b), ARG_MAX)
-}
-
-/// `s` cut at `max` bytes on a character boundary, `…` appended when cut.
-pub(crate) fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 #[cfg(test)]

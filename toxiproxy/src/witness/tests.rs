@@ -9,7 +9,7 @@ fn records(log: &Log) -> Vec<Value> {
 
 #[test]
 fn commands_pair_with_their_replies_in_order_and_carry_their_stamps() {
-    let log = Log::new();
+    let log = Log::new(Default::default());
     let conn = log.conn("n1-redis");
     let mut c = conn.lock().unwrap();
     c.sent(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*2\r\n$3\r\nDEL", 100, true);
@@ -30,7 +30,7 @@ fn commands_pair_with_their_replies_in_order_and_carry_their_stamps() {
 
 #[test]
 fn secrets_are_never_recorded_and_lease_commands_are() {
-    let log = Log::new();
+    let log = Log::new(Default::default());
     let conn = log.conn("n1-redis");
     let mut c = conn.lock().unwrap();
     c.sent(b"*2\r\n$4\r\nAUTH\r\n$6\r\nhunter\r\n*5\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$6\r\nhunter\r\n", 1, true);
@@ -45,7 +45,7 @@ fn secrets_are_never_recorded_and_lease_commands_are() {
 
 #[test]
 fn a_dropped_reply_is_recorded_as_answered_but_not_delivered() {
-    let log = Log::new();
+    let log = Log::new(Default::default());
     let conn = log.conn("n1-redis");
     let mut c = conn.lock().unwrap();
     c.sent(b"*1\r\n$4\r\nPING\r\n", 1, true);
@@ -56,7 +56,7 @@ fn a_dropped_reply_is_recorded_as_answered_but_not_delivered() {
 
 #[test]
 fn unreadable_bytes_end_recording_with_one_record_saying_why() {
-    let log = Log::new();
+    let log = Log::new(Default::default());
     let conn = log.conn("n1-redis");
     let mut c = conn.lock().unwrap();
     c.sent(b"*x\r\n", 1, true);
@@ -68,7 +68,7 @@ fn unreadable_bytes_end_recording_with_one_record_saying_why() {
 
 #[test]
 fn http_requests_pair_with_their_statuses() {
-    let log = Log::new();
+    let log = Log::new(Default::default());
     let conn = log.conn("n1-store");
     let mut c = conn.lock().unwrap();
     c.sent(b"POST /v1/record HTTP/1.1\r\ncontent-length: 13\r\n\r\n{\"fence\": 42}", 5, true);
@@ -80,7 +80,7 @@ fn http_requests_pair_with_their_statuses() {
 
 #[test]
 fn the_log_is_bounded_and_counts_what_it_dropped() {
-    let log = Log::new();
+    let log = Log::new(Default::default());
     let conn = log.conn("n1-redis");
     let mut c = conn.lock().unwrap();
     let n = super::RECORDS_MAX + 3;

@@ -102,6 +102,11 @@ pub(crate) async fn apply(
         FaultKind::SlowStore | FaultKind::FailingStore => proxy::store(w, id, f).await,
         FaultKind::Pause => process::pause(node).await,
         FaultKind::Crash => process::crash(node).await,
+        // A lock that renews out of the node's reach is stalled on the wire; a node that sees its
+        // renewals is asked (its renewal thread freezes while its pipeline runs on).
+        FaultKind::StallRenewal if w.lease.hidden_renewals(Some(&format!("n{index}"))).is_some() => {
+            proxy::stall_renewal(w, id, index).await
+        }
         FaultKind::StallRenewal => process::stall_renewal(w, f, node).await,
         FaultKind::SlowModel if proxy::calls_model_service(w, index).await => proxy::slow_model(w, id, f, index).await,
         FaultKind::SlowModel => process::slow_model(w, f, node).await,
@@ -124,7 +129,10 @@ pub(crate) async fn heal(w: &World<'_>, a: &Applied, settle: bool, nodes: &mut d
         FaultKind::SlowStore | FaultKind::FailingStore => proxy::heal_store(w, a).await,
         FaultKind::Pause => process::heal_pause(nodes, a),
         FaultKind::Crash => process::heal_crash(nodes, a),
-        FaultKind::StallRenewal => Heal::done("the stall ends by itself"),
+        FaultKind::StallRenewal => match proxy::heal_stall(w, a).await {
+            Some(healed) => healed,
+            None => Heal::done("the stall ends by itself"),
+        },
         FaultKind::SlowModel => match proxy::heal_slow_model(w, a).await {
             Some(healed) => healed,
             None => process::heal_slow_model(nodes, a),

@@ -159,6 +159,45 @@ pub(super) async fn heal_lose_replies(w: &World<'_>, a: &Applied) -> Heal {
     Heal::done("toxic removed")
 }
 
+/// `stall_renewal` done to the wire, for a node whose lock renews out of its reach (hidden
+/// renewals): the proxy holds the node's renewal commands of the lease key (and what follows them
+/// on their connection) until the heal. Verified from the witness's own record: a renewal held;
+/// or the node holds no lease (nothing to stall), or the key left it.
+pub(super) async fn stall_renewal(w: &World<'_>, id: u64, index: u32) -> Result<String, String> {
+    let name = NodeLink::Redis.proxy(index);
+    let key = w.lease.key();
+    let from = match w.proxy.witness(&name, u64::MAX).await {
+        Ok(Some(page)) => page.next.saturating_sub(1),
+        Ok(None) => return Err("stall_renewal on the wire needs the proxy's witness (the official Toxiproxy has none)".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    w.proxy.add_toxic(&name, &ToxicSpec::hold(&key).named(toxic_name(id))).await.map_err(|e| e.to_string())?;
+    let node = format!("n{index}");
+    let limit = Duration::from_millis(w.s.lease.ttl_ms.saturating_mul(2).saturating_add(2000));
+    let began = Instant::now();
+    // Bounded by `limit`.
+    while began.elapsed() < limit {
+        if let Ok(Some(page)) = w.proxy.witness(&name, from).await {
+            if let Some(r) = page.records.iter().find(|r| r.held) {
+                return Ok(format!("{name} holds {node}'s renewal of {key} (witness seq {}), {} ms after the stall began", r.seq, began.elapsed().as_millis()));
+            }
+        }
+        let holder = w.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
+        if !w.lease.held_by(holder.trim(), &node) {
+            let holder = if holder.trim().is_empty() { "nobody" } else { holder.trim() };
+            return Ok(format!("the hold is on {name}; {node} does not hold the lease (holder: {holder}), so no renewal to stop"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(format!("{node} holds the lease and sent no renewal within {} ms of the stall", limit.as_millis()))
+}
+
+/// Undoes [`stall_renewal`]: the held commands go on. `None` when the stall was not on the wire.
+pub(super) async fn heal_stall(w: &World<'_>, a: &Applied) -> Option<Heal> {
+    let name = NodeLink::Redis.proxy(a.index);
+    w.proxy.remove_toxic(&name, &toxic_name(a.id)).await.ok().map(|()| Heal::done("hold removed: the held commands went on"))
+}
+
 /// Whether node `index` makes its model calls through the model service: its protocol says it
 /// must (version 4), or its model link already carried one.
 pub(super) async fn calls_model_service(w: &World<'_>, index: u32) -> bool {

@@ -224,10 +224,7 @@ impl<'t> Timeline<'t> {
         let (id, bound_ms) = (f.id(i), self.ctx.s.liveness_bound_ms());
         let target = f.target.clone().unwrap_or_else(|| fault::untargeted(f.kind).to_owned());
         let on = f.on.as_deref().unwrap_or("");
-        let mut why = format!("`{on}` did not happen within {bound_ms} ms of at_s {} s", f.at_s);
-        if let Some(hidden) = on.starts_with("renewed").then(|| self.world.lease.hidden_renewals(None)).flatten() {
-            why = format!("{why}: {hidden}");
-        }
+        let why = format!("`{on}` did not happen within {bound_ms} ms of at_s {} s", f.at_s);
         self.progress.fault(&format!("fault {id} {} on {target}: NOT VERIFIED ({why})", f.kind), false);
         self.push(id, f.kind, &target, FaultPhase::Requested, String::new());
         self.push(id, f.kind, &target, FaultPhase::Failed, why);

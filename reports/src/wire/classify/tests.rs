@@ -23,6 +23,7 @@ fn record(args: &[&str], reply: Option<Resp>) -> WireRecord {
         request: WireRequest::Redis { args: args.iter().map(|a| (*a).to_owned()).collect() },
         reply_ns: reply.as_ref().map(|_| 20),
         reply: reply.map(WireReply::Redis),
+        held: false,
     }
 }
 

@@ -45,6 +45,7 @@ impl W {
             request,
             reply_ns,
             reply,
+            held: false,
         }));
         self
     }

@@ -1,0 +1,84 @@
+//! The simulation's witness: what each node sent on its links (to the Redis model, the store and
+//! the model service) and what came back, recorded as the container lane's proxy records it
+//! (`reports::wire`): the request when the node sends it, before the link's faults; the reply when
+//! it reaches the node (none when a fault swallowed it). Both lanes write the same wire lines, so
+//! one checker judges them from what the nodes did.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use leasequake_reports::history::HistoryLine;
+use leasequake_reports::wire::{Resp, WireRecord, WireReply, WireRequest, ARG_MAX};
+use redis::Value;
+
+use super::env::VClock;
+
+/// Every link's records, in the order sent.
+pub(super) struct Witness {
+    clock: VClock,
+    links: Mutex<BTreeMap<String, Vec<WireRecord>>>,
+}
+
+/// A request recorded: its link and place, for its reply.
+pub(super) struct Sent {
+    link: String,
+    index: usize,
+}
+
+impl Witness {
+    pub fn new(clock: VClock) -> Self {
+        Self { clock, links: Mutex::default() }
+    }
+
+    /// Records a request sent now on `link`; `forwarded`: whether it went on (a reset or
+    /// blackholed link stops it).
+    pub fn sent(&self, link: &str, request: WireRequest, forwarded: bool) -> Sent {
+        let mut links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
+        let records = links.entry(link.to_owned()).or_default();
+        let seq = records.len() as u64 + 1;
+        records.push(WireRecord {
+            seq,
+            link: link.to_owned(),
+            conn: 1,
+            sent_ns: self.clock.now_ns(),
+            forwarded,
+            request,
+            reply_ns: None,
+            reply: None,
+            held: false,
+        });
+        Sent { link: link.to_owned(), index: records.len() - 1 }
+    }
+
+    /// Records the reply to `sent`, reaching the node now (`delivered`) or swallowed on the way.
+    pub fn answered(&self, sent: &Sent, reply: WireReply, delivered: bool) {
+        let now = self.clock.now_ns();
+        let mut links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(r) = links.get_mut(&sent.link).and_then(|rs| rs.get_mut(sent.index)) {
+            r.reply = Some(reply);
+            r.reply_ns = delivered.then_some(now);
+        }
+    }
+
+    /// Every record as history lines, link by link in the order sent.
+    pub fn lines(&self) -> Vec<HistoryLine> {
+        let links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
+        links.values().flatten().cloned().map(HistoryLine::Wire).collect()
+    }
+}
+
+/// A Redis reply as the witness records it.
+pub(super) fn resp(v: &Value) -> Resp {
+    let text = |b: &[u8]| leasequake_reports::wire::text(b);
+    match v {
+        Value::Nil => Resp::Bulk(None),
+        Value::Int(n) => Resp::Int(*n),
+        Value::BulkString(b) => Resp::Bulk(Some(text(b))),
+        Value::Array(items) | Value::Set(items) => Resp::Array(Some(items.iter().take(16).map(resp).collect())),
+        Value::SimpleString(s) => Resp::Simple(leasequake_reports::wire::cut(s, ARG_MAX)),
+        Value::Okay => Resp::Simple("OK".into()),
+        Value::Boolean(b) => Resp::Int(i64::from(*b)),
+        Value::ServerError(e) => Resp::Error(leasequake_reports::wire::cut(&format!("{e:?}"), ARG_MAX)),
+        other => Resp::Other(leasequake_reports::wire::cut(&format!("{other:?}"), ARG_MAX)),
+    }
+}
