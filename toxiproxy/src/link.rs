@@ -136,7 +136,9 @@ impl Pump {
             let aim = aim?;
             done.iter().find(|(start, seq)| *start >= 0 && log.renews(*seq, &aim.key)).map(|(s, _)| s.unsigned_abs())
         }?;
-        for (_, seq) in done.iter().filter(|(start, _)| *start >= isize::try_from(from).unwrap_or(isize::MAX) || self.holding) {
+        for (_, seq) in
+            done.iter().filter(|(start, _)| *start >= isize::try_from(from).unwrap_or(isize::MAX) || self.holding)
+        {
             log.held(*seq);
         }
         self.holding = true;

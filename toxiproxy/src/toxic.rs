@@ -203,7 +203,9 @@ impl Toxic {
         let effect = Effect::from_attributes(kind, attrs)?;
         let aim = aim(kind, attrs)?;
         if effect == Effect::Hold && stream != Stream::Upstream {
-            return Err(ApiError::BadRequestBody("a hold acts on the client's commands: its stream is upstream".into()));
+            return Err(ApiError::BadRequestBody(
+                "a hold acts on the client's commands: its stream is upstream".into(),
+            ));
         }
         let name = match obj.get("name").and_then(Value::as_str) {
             Some(n) if !n.is_empty() => n.to_owned(),

@@ -639,7 +639,8 @@ async fn drive(
         stop.cancel();
         out
     };
-    let ((still_applied, extended_ms), (), (), (), ()) = tokio::join!(schedule, observer, router, watcher, wire_triggers);
+    let ((still_applied, extended_ms), (), (), (), ()) =
+        tokio::join!(schedule, observer, router, watcher, wire_triggers);
     opts.progress.phase("stopping the nodes");
     fleet.stop().await;
     let Ctx { proxy, tx, tenant, .. } = ctx;

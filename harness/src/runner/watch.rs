@@ -80,7 +80,9 @@ async fn host_clock(push: Push<'_>, stop: &CancellationToken) {
         }
         let Some(now) = wall_less_mono() else { continue };
         if let Some(step_ms) = last.map(|l| (now - l) / 1_000_000).filter(|s| s.abs() >= i128::from(CLOCK_STEP_MS)) {
-            let detail = format!("the host's wall clock stepped {step_ms:+} ms against its monotonic clock (Redis expires keys on it)");
+            let detail = format!(
+                "the host's wall clock stepped {step_ms:+} ms against its monotonic clock (Redis expires keys on it)"
+            );
             push(event(EnvChange::ClockStepped, "host", "host-clock", mono_ns(), detail));
             pushed += 1;
         }

@@ -13,9 +13,9 @@ use super::cluster::Cluster;
 use super::gate::{Gate, GatedSpawner, Tasks};
 use super::net::{redis_request, store_link, Link};
 use super::witness::Witness;
-use leasequake_reports::wire::{http_request, WireReply};
 use crate::job::{NodeEnv, StoreFailure};
 use crate::store::Store;
+use leasequake_reports::wire::{http_request, WireReply};
 
 /// Where the virtual clock starts on the nodes' monotonic axis, ns (stamps are never 0).
 const BASE_NS: u64 = 1_000_000_000;

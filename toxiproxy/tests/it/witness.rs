@@ -66,7 +66,8 @@ async fn an_unknown_proxy_is_an_error_and_paging_follows_after() {
     server.stop().await;
 }
 
-const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
+const RENEW: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
 
 #[tokio::test]
 async fn a_hold_keeps_back_a_keys_renewals_and_what_follows_them_until_removed() {
@@ -75,13 +76,18 @@ async fn a_hold_keeps_back_a_keys_renewals_and_what_follows_them_until_removed()
     let p = server.client.create_proxy("n1-redis", "127.0.0.1:0", &redis.addr.to_string()).await.unwrap();
     let mut s = TcpStream::connect(&p.listen).await.unwrap();
     assert_eq!(command(&mut s, &["SET", "lease", "tok", "NX", "PX", "60000"]).await, b"+OK\r\n");
-    let hold = serde_json::json!({"name": "stall", "type": "hold", "stream": "upstream", "attributes": {"key": "lease"}});
-    let (status, body) = server.client.request("POST", "/proxies/n1-redis/toxics", Some(hold.to_string())).await.unwrap();
+    let hold =
+        serde_json::json!({"name": "stall", "type": "hold", "stream": "upstream", "attributes": {"key": "lease"}});
+    let (status, body) =
+        server.client.request("POST", "/proxies/n1-redis/toxics", Some(hold.to_string())).await.unwrap();
     assert_eq!(status, 200, "{body}");
     // A read of the key is no renewal: it passes.
     assert_eq!(command(&mut s, &["GET", "lease"]).await, b"$3\r\ntok\r\n");
     use tokio::io::AsyncWriteExt;
-    let renew = format!("*6\r\n$4\r\nEVAL\r\n${}\r\n{RENEW}\r\n$1\r\n1\r\n$5\r\nlease\r\n$3\r\ntok\r\n$5\r\n60000\r\n", RENEW.len());
+    let renew = format!(
+        "*6\r\n$4\r\nEVAL\r\n${}\r\n{RENEW}\r\n$1\r\n1\r\n$5\r\nlease\r\n$3\r\ntok\r\n$5\r\n60000\r\n",
+        RENEW.len()
+    );
     s.write_all(renew.as_bytes()).await.unwrap();
     s.write_all(b"*2\r\n$3\r\nGET\r\n$5\r\nlease\r\n").await.unwrap();
     assert_eq!(read_within(&mut s, Duration::from_millis(300)).await, ReadEnd::Nothing, "the renewal is held");
@@ -99,7 +105,11 @@ async fn a_hold_keeps_back_a_keys_renewals_and_what_follows_them_until_removed()
     assert_eq!(got, b":1\r\n$3\r\ntok\r\n", "released in order");
     let (status, _) = server
         .client
-        .request("POST", "/proxies/n1-redis/toxics", Some(r#"{"type":"hold","stream":"upstream","attributes":{}}"#.into()))
+        .request(
+            "POST",
+            "/proxies/n1-redis/toxics",
+            Some(r#"{"type":"hold","stream":"upstream","attributes":{}}"#.into()),
+        )
         .await
         .unwrap();
     assert_eq!(status, 400, "a hold names its key");

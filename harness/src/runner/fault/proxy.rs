@@ -168,7 +168,9 @@ pub(super) async fn stall_renewal(w: &World<'_>, id: u64, index: u32) -> Result<
     let key = w.lease.key();
     let from = match w.proxy.witness(&name, u64::MAX).await {
         Ok(Some(page)) => page.next.saturating_sub(1),
-        Ok(None) => return Err("stall_renewal on the wire needs the proxy's witness (the official Toxiproxy has none)".into()),
+        Ok(None) => {
+            return Err("stall_renewal on the wire needs the proxy's witness (the official Toxiproxy has none)".into())
+        }
         Err(e) => return Err(e.to_string()),
     };
     w.proxy.add_toxic(&name, &ToxicSpec::hold(&key).named(toxic_name(id))).await.map_err(|e| e.to_string())?;
@@ -179,13 +181,19 @@ pub(super) async fn stall_renewal(w: &World<'_>, id: u64, index: u32) -> Result<
     while began.elapsed() < limit {
         if let Ok(Some(page)) = w.proxy.witness(&name, from).await {
             if let Some(r) = page.records.iter().find(|r| r.held) {
-                return Ok(format!("{name} holds {node}'s renewal of {key} (witness seq {}), {} ms after the stall began", r.seq, began.elapsed().as_millis()));
+                return Ok(format!(
+                    "{name} holds {node}'s renewal of {key} (witness seq {}), {} ms after the stall began",
+                    r.seq,
+                    began.elapsed().as_millis()
+                ));
             }
         }
         let holder = w.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
         if !w.lease.held_by(holder.trim(), &node) {
             let holder = if holder.trim().is_empty() { "nobody" } else { holder.trim() };
-            return Ok(format!("the hold is on {name}; {node} does not hold the lease (holder: {holder}), so no renewal to stop"));
+            return Ok(format!(
+                "the hold is on {name}; {node} does not hold the lease (holder: {holder}), so no renewal to stop"
+            ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -195,7 +203,11 @@ pub(super) async fn stall_renewal(w: &World<'_>, id: u64, index: u32) -> Result<
 /// Undoes [`stall_renewal`]: the held commands go on. `None` when the stall was not on the wire.
 pub(super) async fn heal_stall(w: &World<'_>, a: &Applied) -> Option<Heal> {
     let name = NodeLink::Redis.proxy(a.index);
-    w.proxy.remove_toxic(&name, &toxic_name(a.id)).await.ok().map(|()| Heal::done("hold removed: the held commands went on"))
+    w.proxy
+        .remove_toxic(&name, &toxic_name(a.id))
+        .await
+        .ok()
+        .map(|()| Heal::done("hold removed: the held commands went on"))
 }
 
 /// Whether node `index` makes its model calls through the model service: its protocol says it
