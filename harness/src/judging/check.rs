@@ -142,6 +142,17 @@ pub fn check(history: &[HistoryLine]) -> CheckResult {
 /// written again to hash it. With `None` the lines are written again (a history in memory).
 #[must_use]
 pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) -> CheckResult {
+    judge(history, before_last.map_or(integrity::Digest::Recompute, integrity::Digest::Read))
+}
+
+/// Judges a history this process sealed a moment ago and never let go of (the simulation's): its
+/// digest is not written out again to be checked (its counts and last audit seq are).
+#[must_use]
+pub fn check_sealed_here(history: &[HistoryLine]) -> CheckResult {
+    judge(history, integrity::Digest::SealedHere)
+}
+
+fn judge(history: &[HistoryLine], digest: integrity::Digest) -> CheckResult {
     let mut inconclusive = Vec::new();
     let Lines { header, snapshot, audit, nodes, faults, observer, environment, wire, model } =
         Lines::sort(history, &mut inconclusive);
@@ -157,7 +168,7 @@ pub fn check_read(history: &[HistoryLine], before_last: Option<sha2::Sha256>) ->
         inconclusive.push("the history has no closing snapshot: the run did not finish recording".into());
     }
     // Whole or not: a damaged history is judged for the reader, never reordered or repaired.
-    let whole = integrity::integrity(history, before_last);
+    let whole = integrity::integrity(history, digest);
     let damaged = !whole.problems.is_empty();
     inconclusive.extend(whole.problems.iter().map(|p| format!("the history is damaged: {p}")));
     let started = header.map_or(0, |h| h.started_ns);

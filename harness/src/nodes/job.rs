@@ -443,7 +443,6 @@ impl<E: NodeEnv> Node<E> {
         Outcome::Finished(name)
     }
 
-    /// Wall-time work that ownership loss (or stop) cancels at once.
     /// One model call: a request to the model service when there is one (protocol 4), else the
     /// model's time spent here. Either way the lease's loss cancels it at once (the request is
     /// dropped: the service logs the call unanswered). A `slow_model` command adds its time here.
@@ -478,6 +477,7 @@ impl<E: NodeEnv> Node<E> {
         }
     }
 
+    /// Wall-time work that ownership loss (or stop) cancels at once.
     async fn work(&mut self, guard: &Guard<E>, d: Duration) -> Result<(), Outcome> {
         self.hold().await?;
         tokio::select! {

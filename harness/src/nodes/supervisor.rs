@@ -303,13 +303,13 @@ mod tests {
         let old =
             parse_event(r#"{"mono_ns":1,"round":0,"type":"hello","protocol":0,"implementation":"x"}"#).unwrap_err();
         assert!(old.why.contains("protocol 0"));
-        for version in [1, 2, 3] {
+        for version in [1, 2, 3, 4] {
             let line = format!(r#"{{"mono_ns":1,"round":0,"type":"hello","protocol":{version},"implementation":"x"}}"#);
             assert!(parse_event(&line).is_ok(), "protocol {version} is spoken");
         }
         let newer =
-            parse_event(r#"{"mono_ns":1,"round":0,"type":"hello","protocol":4,"implementation":"x"}"#).unwrap_err();
-        assert!(newer.why.contains("protocol 4"), "{newer:?}");
+            parse_event(r#"{"mono_ns":1,"round":0,"type":"hello","protocol":5,"implementation":"x"}"#).unwrap_err();
+        assert!(newer.why.contains("protocol 5"), "{newer:?}");
         let declared = r#"{"mono_ns":1,"round":0,"type":"hello","protocol":3,"implementation":"x","lease_key":"lock:t1","renewals":"hidden"}"#;
         assert!(parse_event(declared).is_ok());
         let early = parse_event(&declared.replace("\"protocol\":3", "\"protocol\":2")).unwrap_err();

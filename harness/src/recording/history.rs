@@ -148,6 +148,18 @@ pub fn tally(lines: &[HistoryLine], after: u64) -> (LineCounts, u64) {
 /// audit sequence number and the digest of every line before it. Does nothing to a history that
 /// does not end in a snapshot.
 pub fn seal(lines: &mut [HistoryLine]) {
+    seal_counts(lines);
+    let Some((HistoryLine::Snapshot(snap), before)) = lines.split_last_mut() else { return };
+    let digest = sealed_digest(before, snap);
+    if let Some(seal) = snap.seal.as_mut() {
+        seal.digest = digest;
+    }
+}
+
+/// The seal without its digest (the counts and the last audit seq): for a history judged in this
+/// process at once (`check_sealed_here`, the simulation's), which [`seal`]s it in full before it
+/// is ever written.
+pub fn seal_counts(lines: &mut [HistoryLine]) {
     let after = match lines.first() {
         Some(HistoryLine::Header(h)) => h.audit_after,
         _ => 0,
@@ -155,10 +167,6 @@ pub fn seal(lines: &mut [HistoryLine]) {
     let Some((HistoryLine::Snapshot(snap), before)) = lines.split_last_mut() else { return };
     let (counts, audit_last_seq) = tally(before, after);
     snap.seal = Some(Seal { audit_last_seq, lines: counts, digest: String::new() });
-    let digest = sealed_digest(before, snap);
-    if let Some(seal) = snap.seal.as_mut() {
-        seal.digest = digest;
-    }
 }
 
 /// Writes a history, one JSON object per line.

@@ -293,7 +293,9 @@ impl Keeper<'_> {
         let Some(suite) = self.suite.as_mut() else { return Ok(PathBuf::new()) };
         let dir = suite.next_run_dir(&format!("{}-seed-{seed}", self.scenario.name));
         std::fs::create_dir_all(&dir).map_err(HarnessError::io(format!("creating {}", dir.display())))?;
-        crate::history::write(&dir.join(crate::history::HISTORY_FILE), &run.lines)?;
+        let mut lines = run.lines.clone();
+        crate::history::seal(&mut lines);
+        crate::history::write(&dir.join(crate::history::HISTORY_FILE), &lines)?;
         let json = serde_json::to_vec_pretty(&run.result)
             .map_err(|e| HarnessError::History { path: dir.clone(), detail: e.to_string() })?;
         crate::history::write_atomically(&dir.join(crate::history::VERDICTS_FILE), &json)?;

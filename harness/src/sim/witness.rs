@@ -60,10 +60,11 @@ impl Witness {
         }
     }
 
-    /// Every record as history lines, link by link in the order sent.
-    pub fn lines(&self) -> Vec<HistoryLine> {
-        let links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
-        links.values().flatten().cloned().map(HistoryLine::Wire).collect()
+    /// Every record as history lines, link by link in the order sent (taken out: the world is
+    /// over).
+    pub fn take_lines(&self) -> Vec<HistoryLine> {
+        let links = std::mem::take(&mut *self.links.lock().unwrap_or_else(PoisonError::into_inner));
+        links.into_values().flatten().map(HistoryLine::Wire).collect()
     }
 }
 
@@ -78,7 +79,13 @@ pub(super) fn resp(v: &Value) -> Resp {
         Value::SimpleString(s) => Resp::Simple(leasequake_reports::wire::cut(s, ARG_MAX)),
         Value::Okay => Resp::Simple("OK".into()),
         Value::Boolean(b) => Resp::Int(i64::from(*b)),
-        Value::ServerError(e) => Resp::Error(leasequake_reports::wire::cut(&format!("{e:?}"), ARG_MAX)),
+        Value::ServerError(e) => {
+            let text = match e.details() {
+                Some(d) => format!("{} {d}", e.code()),
+                None => e.code().to_owned(),
+            };
+            Resp::Error(leasequake_reports::wire::cut(&text, ARG_MAX))
+        }
         other => Resp::Other(leasequake_reports::wire::cut(&format!("{other:?}"), ARG_MAX)),
     }
 }

@@ -190,7 +190,11 @@ pub fn classify(r: &WireRecord, lease_key: &str, fence_key: &str, scripts: &Scri
                 None => script(args, Some(&Body::read(text)), lease_key, fence_key)?,
             }
         }
-        "EVALSHA" | "EVALSHA_RO" => script(args, scripts.body(args.get(1)?), lease_key, fence_key)?,
+        "EVALSHA" | "EVALSHA_RO" => match scripts.body(args.get(1)?) {
+            // Redis knew no such script: it ran nothing (the client loads it and tries again).
+            None if matches!(reply, Some(Resp::Error(e)) if e.starts_with("NOSCRIPT")) => return None,
+            body => script(args, body, lease_key, fence_key)?,
+        },
         _ => direct(&cmd, args, lease_key, fence_key)?,
     };
     let outcome = match reply {

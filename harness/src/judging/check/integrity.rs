@@ -23,8 +23,19 @@ pub(super) struct Integrity {
     pub notes: Vec<String>,
 }
 
+/// How the seal's digest is checked.
+pub(crate) enum Digest {
+    /// Write every line again and hash it (a history in memory).
+    Recompute,
+    /// From the hash of the lines before the snapshot as they were read (a history file).
+    Read(sha2::Sha256),
+    /// Not at all: the history was sealed in this process a moment ago and never left it (the
+    /// simulation); the counts and the last audit seq are still checked.
+    SealedHere,
+}
+
 /// Checks every integrity rule that `history` can be held to.
-pub(super) fn integrity(history: &[HistoryLine], before_last: Option<sha2::Sha256>) -> Integrity {
+pub(super) fn integrity(history: &[HistoryLine], digest: Digest) -> Integrity {
     let mut out = Integrity::default();
     structure(history, &mut out.problems);
     let header = history.iter().find_map(|l| if let HistoryLine::Header(h) = l { Some(h) } else { None });
@@ -46,7 +57,7 @@ pub(super) fn integrity(history: &[HistoryLine], before_last: Option<sha2::Sha25
     wire_order(history, snapshot.map_or(&[][..], |s| &s.witness_gaps), &mut out.problems);
     model_order(history, header.map_or(0, |h| h.model_after), &mut out.problems);
     match (header, snapshot) {
-        (Some(h), Some(s)) if h.version >= 3 => sealed(history, h, s, before_last, &mut out.problems),
+        (Some(h), Some(s)) if h.version >= 3 => sealed(history, h, s, digest, &mut out.problems),
         (Some(h), _) if h.version < 3 => out.notes.push(format!(
             "history version {} carries no seal (line counts, last audit sequence, digest): its integrity could not be verified",
             h.version
@@ -268,7 +279,7 @@ fn model_order(history: &[HistoryLine], after: u64, out: &mut Vec<String>) {
 }
 
 /// A version-3 history matches its seal: line counts, last audit sequence number, digest.
-fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, before_last: Option<sha2::Sha256>, out: &mut Vec<String>) {
+fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, digest: Digest, out: &mut Vec<String>) {
     let Some(seal) = &s.seal else {
         out.push(format!("the snapshot carries no seal (history version {} requires one)", h.version));
         return;
@@ -299,9 +310,10 @@ fn sealed(history: &[HistoryLine], h: &Header, s: &Snapshot, before_last: Option
     }
     // The file's own bytes when it was read (the snapshot is its last line: `structure` says so
     // otherwise), else the lines written again.
-    let digest = match before_last {
-        Some(h) => finish_sealed_digest(h, s),
-        None => sealed_digest(before, s),
+    let digest = match digest {
+        Digest::Read(h) => finish_sealed_digest(h, s),
+        Digest::Recompute => sealed_digest(before, s),
+        Digest::SealedHere => return,
     };
     if digest != seal.digest {
         out.push("the lines do not match the seal's digest: a line was changed, added, removed or moved".into());

@@ -189,6 +189,9 @@ fn what_cannot_be_read_is_said_so_never_guessed() {
         classify(&record(&["EVALSHA", "ffff", "1", LEASE, "tok"], Some(Resp::Int(1))), LEASE, FENCE, &s).unwrap();
     assert_eq!(unknown.op, LeaseOp::Unknown);
     assert!(unknown.unread.as_deref().is_some_and(|w| w.contains("never saw loaded")), "{unknown:?}");
+    // Unless Redis said it knew no such script: then it ran nothing.
+    let noscript = Some(Resp::Error("NOSCRIPT No matching script. Please use EVAL.".into()));
+    assert!(classify(&record(&["EVALSHA", "ffff", "1", LEASE, "tok"], noscript), LEASE, FENCE, &s).is_none());
     let odd = classify(&record(&["HSET", LEASE, "f", "v"], Some(Resp::Int(1))), LEASE, FENCE, &s).unwrap();
     assert_eq!(odd.op, LeaseOp::Unknown);
     // An expiry that is no number: the op is read, its ttl not.
