@@ -128,6 +128,87 @@ fn a_clean_run_passes_with_exit_0_and_leaves_a_history_and_verdicts() {
     let syncs: u64 =
         verdicts["metrics"]["nodes"].as_object().unwrap().values().map(|n| n["syncs"].as_u64().unwrap()).sum();
     assert!(syncs > 0, "a pass with no sync would prove nothing");
+    // The proxy witnessed every node's links, the model service logged every model call, and
+    // what the nodes reported agrees with both (the judgements from stamps and from the wire
+    // agree on the reference node).
+    let lines = history(&run_dir);
+    let links: std::collections::BTreeSet<&str> =
+        lines.iter().filter_map(|l| if let HistoryLine::Wire(w) = l { Some(w.link.as_str()) } else { None }).collect();
+    for link in ["n1-redis", "n1-store", "n1-model", "n2-redis", "n2-store", "n2-model"] {
+        assert!(links.contains(link), "no witness record of {link}: {links:?}");
+    }
+    let reported = lines
+        .iter()
+        .filter(|l| matches!(l, HistoryLine::Node { event, .. } if matches!(event.kind, EventKind::ModelCall { .. })))
+        .count();
+    let served = lines.iter().filter(|l| matches!(l, HistoryLine::Model(m) if m.finished_ns.is_some())).count();
+    assert!(reported > 0 && reported == served, "{reported} model_call events, {served} calls the service answered");
+    let status = |name: &str| {
+        verdicts["properties"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap()["status"].clone()
+    };
+    for name in ["wire_within_validity", "wire_keeps_renewing", "wire_after_end", "testimony", "within_validity"] {
+        assert!(status(name) == "held" || status(name) == "not_applicable", "{name}: {verdicts}");
+    }
+    assert_eq!(status("testimony"), "held", "{verdicts}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A lock whose renewals the node cannot see (`renewals: hidden`): a stalled renewal is done to
+/// its wire and verified from the witness, and a `renewed` trigger fires on a renewal read off
+/// its Redis link; neither is a fault that could not reach it.
+#[test]
+fn a_stalled_hidden_renewal_is_held_on_the_wire_and_a_renewed_trigger_fires_from_it() {
+    let cmd = python_node(" --lock declared");
+    let faults = "\n[[faults]]\nkind = \"lose_replies\"\ntarget = \"owner\"\non = \"renewed\"\nat_s = 1\nduration_s = 1\n\
+                  \n[[faults]]\nkind = \"stall_renewal\"\ntarget = \"owner\"\non = \"acquired\"\nat_s = 3\nduration_s = 2\n";
+    let (file, dir) = scenario("hidden-stalled", "", faults);
+    // Rounds longer than a renewal interval, so the hidden lock renews within a round.
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("duration_s = 9", "duration_s = 16")
+        .replace("embed_ms = 50", "embed_ms = 250");
+    std::fs::write(&file, text).unwrap();
+    let (code, out) = run_file(&file, &dir, &["--node-cmd", &cmd]);
+    let run_dir = run_dirs(&dir).pop().unwrap();
+    let lines = history(&run_dir);
+    let verified = |kind: &str| {
+        lines.iter().find_map(|l| match l {
+            HistoryLine::Fault(f) if f.phase == FaultPhase::Verified && f.fault.to_string() == kind => {
+                Some(f.detail.clone())
+            }
+            _ => None,
+        })
+    };
+    let stalled = verified("stall_renewal").unwrap_or_else(|| panic!("stall_renewal not verified: {out}"));
+    assert!(stalled.contains("holds") || stalled.contains("does not hold the lease"), "{stalled}");
+    assert!(verified("lose_replies").is_some(), "the renewed trigger did not fire from the wire: {out}");
+    assert_eq!(code, Some(0), "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The simplest node a user writes (protocol 1, no stamps): a validity counted from the reply
+/// instead of the send is invisible to the stamp properties, and fails on the wire; its correct
+/// twin passes the same scenario and seed.
+#[test]
+fn a_version_1_node_counting_validity_from_the_reply_fails_on_the_wire_and_its_twin_passes() {
+    let node = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/v1-nodes/node");
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/selftest/renewal-stalled-slow-replies-unfenced.toml");
+    let dir = std::env::temp_dir().join(format!("leasequake-runner-{}-v1", std::process::id()));
+    let bug = format!("{node} --bug validity-from-reply");
+    let (code, out) = run_file(std::path::Path::new(file), &dir, &["--node-cmd", &bug, "--seed", "1"]);
+    assert_eq!(code, Some(1), "{out}");
+    let verdicts = std::fs::read_to_string(run_dirs(&dir).pop().unwrap().join("verdicts.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&verdicts).unwrap();
+    let violated: Vec<&str> = v["properties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["status"] == "violated")
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(violated, ["wire_within_validity"], "{verdicts}");
+    let (code, out) = run_file(std::path::Path::new(file), &dir, &["--node-cmd", node, "--seed", "1"]);
+    assert_eq!(code, Some(0), "the correct twin: {out}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
