@@ -299,6 +299,11 @@ async fn answers_to_the_doc_examples(command: Vec<String>) -> Vec<String> {
     n.kill().await;
     assert!(b.history.iter().all(|r| r.line.is_ok()), "garbage from {command:?}: {:?}", b.history);
     assert_audit_accounts_for_every_ack(&b.history, &b.audit());
+    // Protocol 4: each model call was a call to the model service.
+    let calls =
+        b.history.iter().filter(|r| matches!(&r.line, Ok(e) if matches!(e.kind, EventKind::ModelCall { .. }))).count();
+    let served = b.store.model().audit_after(0).iter().filter(|r| r.finished_ns.is_some()).count();
+    assert!(calls > 0 && calls == served, "{command:?}: {calls} model_call events, {served} answered by the service");
     b.history
         .iter()
         .filter_map(|r| r.line.as_ref().ok())

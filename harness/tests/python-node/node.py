@@ -25,6 +25,7 @@ import json
 import os
 import queue
 import random
+import socket
 import sys
 import threading
 import time
@@ -35,7 +36,7 @@ from locks import LOCKS
 NAMES = {1: "after-prepare", 2: "between-batches", 3: "before-create", 4: "after-create",
          5: "before-switch", 6: "after-switch", 7: "before-persist"}
 
-PROTOCOL = 3  # 3: `hello` declares a library's key and hidden renewals
+PROTOCOL = 4  # 3: `hello` declares a library's key and hidden renewals; 4: the model service
 BUGS = {
     "release-then-write": "drops the previous live collection after releasing the lease",
     "leaked-watchdog": "an aborted round leaves its renewal running and its lease unreleased",
@@ -49,6 +50,7 @@ BUGS = {
 }
 BUG = None
 LOCK = "own"  # or a library of locks.LOCKS
+SPEAKS = PROTOCOL  # the version agreed in `hello`
 
 out_lock = threading.Lock()
 state = {"round": 0}
@@ -229,6 +231,7 @@ class Node:
         self.slow_model_ms = 0
         self.pending_sync = None
         self.rng = random.Random(cfg["seed"])
+        self.model_addr = cfg.get("model_addr") if SPEAKS >= 4 else None
         self.cleanup_after_release = None
 
     def poll(self, block_s=0.0):
@@ -318,6 +321,52 @@ class Node:
             return answer
         raise RuntimeError("store rejected %s" % op)
 
+    def model_call(self, lease, fence, batch):
+        """One model call: a request to the model service (protocol 4), which a loss, or the
+        validity running out, cancels at once (the connection is closed under it); else the
+        model's time spent here. A `slow_model` command adds its time here."""
+        p = self.cfg["pipeline"]
+        if self.slow_model_ms or not self.model_addr:
+            lease.wait((self.slow_model_ms + (0 if self.model_addr else p["embed_ms"])) / 1000)
+        if not self.model_addr:
+            return
+        host, port = self.model_addr.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=(p["embed_ms"] + p["store_timeout_ms"]) / 1000)
+        body = json.dumps({"tenant": self.cfg["tenant"], "node": self.cfg["node"], "token": lease.token,
+                           "fence": fence, "batch": batch, "ms": p["embed_ms"]})
+        answer = {}
+        done = threading.Event()
+
+        def call():
+            try:
+                conn.request("POST", "/v1/embed", body, {"content-type": "application/json"})
+                resp = conn.getresponse()
+                answer["status"] = resp.status
+                resp.read()
+            except (OSError, http.client.HTTPException) as e:
+                answer["error"] = type(e).__name__
+            finally:
+                done.set()
+
+        threading.Thread(target=call, daemon=True).start()
+        try:
+            while not done.wait(0.005):
+                if lease.lost is not None:
+                    raise Lost(lease.lost)
+                gone = lease.hidden and lease.held.lost() is not None
+                if gone or deadline_clock_ns() >= lease.deadline_ns():
+                    with lease.lock:
+                        lease.decide()  # raises Lost, unless a renewal just moved the deadline
+        except Lost:
+            if conn.sock is not None:
+                try:
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            raise
+        if answer.get("status") != 200:
+            raise RuntimeError("model call failed: %s" % answer.get("error", answer.get("status")))
+
     def checkpoint(self, lease, n):
         p = self.cfg["pipeline"]
         self.hold()
@@ -364,7 +413,7 @@ class Node:
             with lease.lock:  # new work starts only while the lease is valid
                 decided = lease.decide()
             began = time.monotonic()
-            lease.wait((p["embed_ms"] + self.slow_model_ms) / 1000)
+            self.model_call(lease, fence, batch)
             ms = int((time.monotonic() - began) * 1000)
             with lease.lock:  # a call the loss cancelled is not reported as finished
                 if lease.lost is not None:
@@ -444,7 +493,7 @@ class Node:
 
 
 def main():
-    global BUG, LOCK
+    global BUG, LOCK, SPEAKS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bug", choices=sorted(BUGS), help="run one of the buggy implementations")
     parser.add_argument("--lock", choices=sorted(LOCKS), default="own",
@@ -469,7 +518,11 @@ def main():
     if BUG:
         name += " (bug: %s)" % BUG
     # The newest version both speak; a lock with declarations to make needs 3.
-    hello = {"protocol": PROTOCOL if PROTOCOL in offered and BUG != "foreign-token" else 2, "implementation": name}
+    if BUG == "foreign-token":
+        SPEAKS = 2
+    else:
+        SPEAKS = max(v for v in (2, 3, PROTOCOL) if v in offered)
+    hello = {"protocol": SPEAKS, "implementation": name}
     if locks.key != "leasequake:{%s}:lease" % cfg["tenant"] and BUG != "undeclared-key":
         hello["lease_key"] = locks.key
     if locks.renewals == "hidden":
