@@ -13,10 +13,6 @@ use leasequake_reports::{Evidence, PropertyResult, Violation};
 use super::super::{Faults, Judge, NodeLine};
 use super::{Act, NodeWire, View};
 
-/// How long after a reported store call its request may be missing from the wire for a fault on
-/// the node or the store (a reset link, a crash) to explain it.
-const EXCUSE_NS: u64 = 5_000_000_000;
-
 fn said(n: &NodeLine, what: String) -> Evidence {
     Evidence {
         label: "reported".into(),
@@ -46,6 +42,17 @@ pub(crate) fn testimony(view: &View, nodes: &[NodeLine], faults: &Faults) -> Pro
     let mut judge = Judge::new("testimony");
     let (skipped, skip) = super::properties::unjudged(view);
     let mut reported_calls: HashSet<(&str, &str, u64)> = HashSet::new();
+    // The store calls each node says the store answered: those must have gone out. A call
+    // reported sent and then held (a sync point the run ended at) or lost may never have left.
+    let answered: HashSet<(&str, &str, u64)> = nodes
+        .iter()
+        .filter_map(|n| match n.kind {
+            EventKind::StoreCallAcked { token, call } | EventKind::StoreCallRejected { token, call, .. } => {
+                Some((n.node, token.as_str(), *call))
+            }
+            _ => None,
+        })
+        .collect();
     let mut matched_renewals: HashSet<(&str, u64)> = HashSet::new();
     for n in nodes.iter().filter(|n| !skip.contains(n.node)) {
         let Some(w) = view.nodes.get(n.node) else { continue };
@@ -54,7 +61,8 @@ pub(crate) fn testimony(view: &View, nodes: &[NodeLine], faults: &Faults) -> Pro
             EventKind::Renewed { token, sent_ns } => renewed(w, n, token, *sent_ns, &mut matched_renewals),
             EventKind::StoreCallSent { token, call, decided_ns, .. } => {
                 reported_calls.insert((n.node, token.as_str(), *call));
-                store_call(w, n, token, *call, *decided_ns, faults)
+                let answered = answered.contains(&(n.node, token.as_str(), *call));
+                store_call(w, token, (*call, answered), *decided_ns)
             }
             EventKind::ModelCall { token, batch, decided_ns, .. } => {
                 model_call(w, token, u64::from(*batch), *decided_ns)
@@ -128,35 +136,28 @@ fn renewed<'a>(
 
 fn store_call<'a>(
     w: &NodeWire<'a>,
-    n: &NodeLine,
     token: &str,
-    call: u64,
+    (call, answered): (u64, bool),
     decided_ns: Option<u64>,
-    faults: &Faults,
 ) -> Problem<'a> {
     let is_store = |a: &&Act| a.rec.link_kind() == "store" && a.token == Some(token) && a.call == Some(call);
     match w.acts.iter().find(is_store) {
         Some(a) => {
             let late = decided_ns.filter(|d| *d > a.rec.sent_ns)?;
-            Some((
-                format!(
-                    "stamped its decision to send store call {call} {} µs after the proxy read it",
-                    (late - a.rec.sent_ns) / 1000
-                ),
-                Some(a.rec),
-            ))
+            let what = format!(
+                "stamped its decision to send store call {call} {} µs after the proxy read it",
+                (late - a.rec.sent_ns) / 1000
+            );
+            Some((what, Some(a.rec)))
         }
-        None if excused(n.node, n.sent_ns, faults) => None,
-        None => Some((
-            format!("reported sending store call {call} under token {token}; its store link never carried it"),
+        None if answered => Some((
+            format!(
+                "reported the store's answer to store call {call} under token {token}; its store link never carried it"
+            ),
             None,
         )),
+        None => None,
     }
-}
-
-fn excused(node: &str, at: u64, faults: &Faults) -> bool {
-    let to = at.saturating_add(EXCUSE_NS);
-    faults.covers(node, at, to) || faults.covers_any(|k| k.store_wide(), at, to)
 }
 
 fn model_call<'a>(w: &NodeWire<'a>, token: &str, batch: u64, decided_ns: Option<u64>) -> Problem<'a> {

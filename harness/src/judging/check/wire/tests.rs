@@ -314,12 +314,17 @@ fn reports_that_the_wire_does_not_bear_out_fail_testimony() {
     violated(&invented.judge("testimony"), "that no renewal answered");
     let silent = honest().store("n1", t, 2, 700, 710);
     violated(&silent.judge("testimony"), "without reporting it");
-    let missing = honest().event(
-        "n1",
-        800,
-        EventKind::StoreCallSent { token: t.into(), fence: 1, op: StoreOp::Upsert, call: 3, decided_ns: None },
-    );
-    violated(&missing.judge("testimony"), "its store link never carried it");
+    // A call reported sent that never got an answer may never have left (held at a sync point).
+    let held_back = || {
+        honest().event(
+            "n1",
+            800,
+            EventKind::StoreCallSent { token: t.into(), fence: 1, op: StoreOp::Upsert, call: 3, decided_ns: None },
+        )
+    };
+    held(&held_back().judge("testimony"));
+    let invented_answer = held_back().event("n1", 810, EventKind::StoreCallAcked { token: t.into(), call: 3 });
+    violated(&invented_answer.judge("testimony"), "its store link never carried it");
     let backdated = W::new().acquire("n1", t, 0, 10).renew("n1", t, 500, 505, true).event(
         "n1",
         506,
