@@ -430,6 +430,24 @@ fn name(v: serde_json::Value) -> String {
     v.as_str().unwrap_or_default().to_owned()
 }
 
+/// A reader that went away (`leasequake list | head -1`) ends the command quietly, exit 0, as
+/// `cat` does: Rust's print macros panic on a closed pipe (EPIPE), and that panic is this one.
+fn quiet_on_a_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if text.contains("failed printing to stdout") && text.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
     {
         use tracing_subscriber::layer::SubscriberExt;
@@ -449,6 +467,7 @@ fn main() -> ExitCode {
             .with_filter(tracing_subscriber::EnvFilter::new("info"));
         tracing_subscriber::registry().with(terminal).with(run_log).init();
     }
+    quiet_on_a_closed_pipe();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -718,6 +737,14 @@ async fn bench_command(
 
 async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
     let (first, count) = args.seed.map_or((args.first_seed, args.seeds), |s| (s, 1));
+    if first.checked_add(count.saturating_sub(1)).is_none() {
+        eprintln!(
+            "error: --first-seed {first} with --seeds {count} runs past the largest seed ({}): seeds do not wrap to 0; \
+             give fewer seeds or an earlier first seed",
+            u64::MAX
+        );
+        return Ok(Exit::Usage);
+    }
     let workers =
         args.workers.map_or_else(|| std::thread::available_parallelism().map_or(1, usize::from), |w| w as usize);
     let req = leasequake::sim::seeds::Request {
@@ -762,8 +789,8 @@ async fn list_command(paths: Vec<std::path::PathBuf>, json: bool) -> anyhow::Res
     }
     let mut bad = 0;
     let mut doc = Vec::new();
-    for f in files {
-        match leasequake::scenario::load(&f) {
+    for f in &files {
+        match leasequake::scenario::load(f) {
             Ok(s) if json => doc.push(serde_json::json!({
                 "file": f.display().to_string(),
                 "name": s.name,
@@ -778,6 +805,13 @@ async fn list_command(paths: Vec<std::path::PathBuf>, json: bool) -> anyhow::Res
                 doc.push(serde_json::json!({ "file": f.display().to_string(), "error": e.to_string() }));
                 bad += 1;
             }
+        }
+    }
+    if let Err(e) = leasequake::suite::load_all(&files) {
+        // Every file read; the names must be unique across them too.
+        if bad == 0 {
+            eprintln!("error: {e}");
+            bad += 1;
         }
     }
     if json {

@@ -25,7 +25,7 @@ mod render_tests;
 
 mod text;
 
-pub use text::{bounded, escaped, printable, QUOTE_MAX, REASONS_MAX};
+pub use text::{bounded, escaped, markdown, printable, QUOTE_MAX, REASONS_MAX};
 
 pub use model::{
     CheckResult, Evidence, Expectation, Metrics, NodeMetrics, PropertyResult, PropertyStatus, Verdict, Violation,

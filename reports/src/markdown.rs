@@ -4,9 +4,16 @@ use std::fmt::Write;
 
 use crate::suite::{ScenarioRun, Shown, Suite};
 
-/// A table cell: one line, pipes escaped, control characters shown escaped, bounded.
+/// A table cell: one line, markup escaped (a node's `<img>` or code fence shows as written),
+/// control and direction characters shown escaped, bounded.
 fn cell(text: &str) -> String {
-    crate::escaped(&text.replace('\n', " ")).replace('|', "\\|")
+    crate::markdown(text)
+}
+
+/// A line inside a code fence: control and direction characters shown escaped, and no fence of
+/// its own that would end the block early.
+fn fenced(text: &str) -> String {
+    crate::escaped(&text.replace(['\n', '\r'], " ")).replace("```", "'''")
 }
 
 /// Renders the suite summary.
@@ -48,14 +55,14 @@ pub fn render(suite: &Suite) -> String {
     if !failed.is_empty() {
         out.push_str("\nReplay exactly (the schedule as executed):\n\n```\n");
         for r in &failed {
-            let _ = writeln!(out, "{}", r.repro);
+            let _ = writeln!(out, "{}", fenced(&r.repro));
         }
         out.push_str("```\n");
         let reruns: Vec<&str> = failed.iter().map(|r| r.rerun.as_str()).filter(|r| !r.is_empty()).collect();
         if !reruns.is_empty() {
             out.push_str("\nOr run the scenario files again (random schedules drawn again):\n\n```\n");
             for r in reruns {
-                let _ = writeln!(out, "{r}");
+                let _ = writeln!(out, "{}", fenced(r));
             }
             out.push_str("```\n");
         }

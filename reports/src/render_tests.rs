@@ -349,3 +349,13 @@ fn the_page_scales_to_its_width_names_ops_as_the_history_does_and_wraps_long_lin
         assert_eq!(serde_json::to_value(op).unwrap(), op.name(), "{op:?} is named as the history names it");
     }
 }
+
+#[test]
+fn a_findings_markup_and_direction_characters_reach_summary_md_escaped() {
+    let mut s = suite();
+    s.scenarios[0].name = "evil\u{202e}gnp".into();
+    let md = crate::markdown::render(&s);
+    // Escaped for the terminal (`\u{202e}`), its backslash escaped for Markdown: it renders as `\u{202e}`.
+    assert!(!md.contains('\u{202e}') && md.contains("evil\\\\u{202e}gnp"), "{md}");
+    assert!(md.contains("&lt;with markup&gt;") && !md.contains("<with markup>"), "{md}");
+}

@@ -92,25 +92,42 @@ impl LineHasher {
 /// from it, with no line written again: a history of a million lines is hashed as it is read).
 pub fn read_hashed(path: &Path) -> Result<(Vec<HistoryLine>, Vec<String>, Sha256), HarnessError> {
     let file = File::open(path).map_err(|e| io(path, e))?;
+    let mut reader = BufReader::new(file);
     let mut hasher = LineHasher::default();
     let mut lines = Vec::new();
     let mut unreadable = Vec::new();
     let mut more = 0u64;
-    for (i, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| io(path, e))?;
+    let mut bytes = Vec::new();
+    // Bounded by the file: every turn reads one line or ends.
+    for i in 0usize.. {
+        bytes.clear();
+        if reader.read_until(b'\n', &mut bytes).map_err(|e| io(path, e))? == 0 {
+            break;
+        }
+        let (line, problem) = match std::str::from_utf8(&bytes) {
+            Ok(text) => (text.to_owned(), None),
+            Err(e) => (
+                String::from_utf8_lossy(&bytes).into_owned(),
+                Some(format!("not UTF-8 (an invalid byte at column {})", e.valid_up_to() + 1)),
+            ),
+        };
         if line.trim().is_empty() {
             continue;
         }
         hasher.line(&line);
-        match serde_json::from_str(&line) {
+        let parsed = match problem {
+            Some(p) => Err(p),
+            None => serde_json::from_str(&line).map_err(|e| e.to_string()),
+        };
+        match parsed {
             Ok(l) => lines.push(l),
             Err(_) if unreadable.len() >= REASONS_MAX => more += 1,
             Err(e) => unreadable.push(format!(
                 "{}:{}: unreadable history line ({}): {}",
                 path.display(),
                 i + 1,
-                printable(&e.to_string()),
-                printable(&line)
+                printable(&e),
+                printable(line.trim())
             )),
         }
     }
@@ -180,16 +197,40 @@ pub fn write(path: &Path, lines: &[HistoryLine]) -> Result<(), HarnessError> {
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one, never half.
+/// Nothing is written through a link: the temporary file is created new (a name planted there,
+/// a link among them, makes the write fail rather than follow it), and the rename replaces
+/// whatever `path` was (a link itself, never its target).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), HarnessError> {
-    let tmp: PathBuf = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, e))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let tmp: PathBuf = path.with_file_name(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(&tmp, e));
+    }
     std::fs::rename(&tmp, path).map_err(|e| io(path, e))
 }
 
 /// Re-judges the history in run directory `dir` and rewrites its `verdicts.json`; a `dir` with no
 /// history is a usage error naming the fix.
 pub fn check_dir(dir: &Path) -> Result<CheckResult, HarnessError> {
-    let result = judge_dir(dir)?;
+    let result = match judge_dir(dir) {
+        Ok(r) => r,
+        Err(e) => {
+            // No verdict of an earlier judgement may stand beside a history that could not be
+            // judged now (a later reader would take its PASS): it goes (a link: the link itself).
+            let old = dir.join(VERDICTS_FILE);
+            if old.symlink_metadata().is_ok() {
+                let _ = std::fs::remove_file(&old);
+            }
+            return Err(e);
+        }
+    };
     let json = serde_json::to_vec_pretty(&result).map_err(|e| io(dir, e))?;
     write_atomically(&dir.join(VERDICTS_FILE), &json)?;
     Ok(result)
@@ -220,10 +261,18 @@ pub fn no_history(dir: &Path) -> Option<String> {
             dir.display()
         ));
     }
-    (!file.is_file()).then(|| {
-        format!(
+    match file.symlink_metadata() {
+        Err(_) => Some(format!(
             "{} has no {HISTORY_FILE}: give a run directory (one per scenario run, inside a suite directory)",
             dir.display()
-        )
-    })
+        )),
+        Ok(m) if m.file_type().is_symlink() => Some(format!(
+            "{} is a symbolic link: a run directory's history is read as it is, never through a link (copy the file in its place)",
+            file.display()
+        )),
+        Ok(m) if !m.is_file() => {
+            Some(format!("{} is not a regular file: a history is one JSON line per record", file.display()))
+        }
+        Ok(_) => None,
+    }
 }

@@ -1253,24 +1253,41 @@ pub fn shard(files: Vec<PathBuf>, k: usize, n: usize) -> Vec<PathBuf> {
     files.into_iter().enumerate().filter(|(i, _)| n > 0 && i % n == k.wrapping_sub(1)).map(|(_, f)| f).collect()
 }
 
-/// Every scenario file under `paths` (files, or directories searched recursively), sorted.
+/// The most directories one discovery walks: a tree larger than this is no scenario collection.
+const DIRS_MAX: usize = 10_000;
+
+/// Every scenario file under `paths` (files, or directories searched recursively), sorted, each
+/// file once: a directory reached twice (a link back up, a loop) is walked once, and a file
+/// reached by two paths is listed by the first.
 pub fn discover(paths: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
+    let mut seen_dirs = std::collections::HashSet::new();
+    let mut seen_files = std::collections::HashSet::new();
+    let mut file = |path: PathBuf, out: &mut Vec<PathBuf>| {
+        if seen_files.insert(std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone())) {
+            out.push(path);
+        }
+    };
     for p in paths {
-        if p.is_dir() {
-            let mut stack = vec![p.clone()];
-            while let Some(dir) = stack.pop() {
-                for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                    let path = entry.path();
-                    if path.is_dir() {
-                        stack.push(path);
-                    } else if path.extension().is_some_and(|e| e == "toml") {
-                        out.push(path);
-                    }
+        if !p.is_dir() {
+            file(p.clone(), &mut out);
+            continue;
+        }
+        let mut stack = vec![p.clone()];
+        // Bounded: each directory is walked once, and at most DIRS_MAX of them.
+        while let Some(dir) = stack.pop() {
+            let real = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+            if !seen_dirs.insert(real) || seen_dirs.len() > DIRS_MAX {
+                continue;
+            }
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "toml") {
+                    file(path, &mut out);
                 }
             }
-        } else {
-            out.push(p.clone());
         }
     }
     out.sort();

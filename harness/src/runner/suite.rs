@@ -61,6 +61,8 @@ pub async fn run(req: Request) -> Result<Exit, HarnessError> {
         progress: crate::progress::Progress::stderr(),
     };
     let mut files = scenario::discover(&req.paths);
+    // Every file is checked, and the names across all of them, before a shard takes its part.
+    load_all(&files)?;
     if let Some((k, n)) = req.shard {
         let all = files.len();
         files = scenario::shard(files, k, n);
@@ -79,12 +81,25 @@ pub async fn run(req: Request) -> Result<Exit, HarnessError> {
     run_loaded(scenarios, &req.report_dir, &opts, req.repeat, req.max_duration, tally).await
 }
 
-/// Every file loaded and validated, or the first one's problem.
+/// Every file loaded and validated, or the first one's problem; two files of one scenario name
+/// are a problem too (a suite's run directories, reports and repro lines are named by it).
 pub fn load_all(files: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>, HarnessError> {
-    files
+    let loaded: Vec<(PathBuf, Scenario)> = files
         .iter()
         .map(|f| scenario::load(f).map(|s| (f.clone(), s)).map_err(|e| HarnessError::usage(e.to_string())))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    let mut names: std::collections::HashMap<&str, &PathBuf> = std::collections::HashMap::new();
+    for (file, s) in &loaded {
+        if let Some(first) = names.insert(&s.name, file) {
+            return Err(HarnessError::usage(format!(
+                "{}: scenario name {:?} is also the name of {}: names must be unique in a run (rename one)",
+                file.display(),
+                leasequake_reports::printable(&s.name),
+                first.display()
+            )));
+        }
+    }
+    Ok(loaded)
 }
 
 /// Before anything starts: every node command can be started (a missing venv, a typo), and an

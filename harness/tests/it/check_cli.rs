@@ -119,3 +119,73 @@ fn json_puts_one_document_on_stdout_and_the_person_s_lines_on_stderr() {
     let names: Vec<&str> = doc.as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
     assert!(names.contains(&"no-faults") && list.status.success(), "{names:?}");
 }
+
+fn fresh_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("leasequake-check-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn check(dir: &std::path::Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("check").arg(dir).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn verdicts_are_never_written_through_a_planted_link() {
+    let dir = fresh_dir("link-out");
+    std::fs::write(dir.join("history.jsonl"), example()).unwrap();
+    let target = dir.join("precious.txt");
+    std::fs::write(&target, "keep me").unwrap();
+    std::os::unix::fs::symlink(&target, dir.join("verdicts.json")).unwrap();
+    for i in 0..3 {
+        // Links where a temporary file might be made: none is followed.
+        let _ = std::os::unix::fs::symlink(&target, dir.join(format!(".verdicts.json.{i}.tmp")));
+    }
+    let _ = std::os::unix::fs::symlink(&target, dir.join("verdicts.tmp"));
+    let (code, out) = check(&dir);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me", "the link's target is untouched");
+    assert!(!dir.join("verdicts.json").symlink_metadata().unwrap().file_type().is_symlink(), "the link was replaced");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_history_that_is_a_link_or_no_file_is_refused_with_exit_2() {
+    let dir = fresh_dir("link-in");
+    let elsewhere = dir.join("elsewhere.jsonl");
+    std::fs::write(&elsewhere, example()).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("history.jsonl")).unwrap();
+    let (code, out) = check(&dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("symbolic link"), "{out}");
+    assert!(!dir.join("verdicts.json").exists(), "nothing written");
+    std::fs::remove_file(dir.join("history.jsonl")).unwrap();
+    std::fs::create_dir(dir.join("history.jsonl")).unwrap();
+    let (code, out) = check(&dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("not a regular file"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_bad_byte_is_inconclusive_naming_the_line_and_replaces_an_old_pass() {
+    let dir = fresh_dir("bad-byte");
+    let good =
+        example().replace(r#""expected":null"#, r#""expected":{"property":"no_stale_write","why":"no fencing"}"#);
+    std::fs::write(dir.join("history.jsonl"), &good).unwrap();
+    let (code, out) = check(&dir);
+    assert_eq!(code, 0, "{out}");
+    let mut bytes = good.into_bytes();
+    let third_line = bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(1).unwrap().0 + 5;
+    bytes[third_line] = 0xff;
+    std::fs::write(dir.join("history.jsonl"), &bytes).unwrap();
+    let (code, out) = check(&dir);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains(":3: unreadable history line (not UTF-8"), "{out}");
+    let verdicts = std::fs::read_to_string(dir.join("verdicts.json")).unwrap();
+    assert!(verdicts.contains("\"verdict\": \"inconclusive\""), "the old PASS is gone: {verdicts}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

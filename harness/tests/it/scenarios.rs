@@ -195,3 +195,65 @@ fn shrink_runs_no_command_read_from_a_file_and_refuses_a_run_that_did_not_fail()
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn discovery_walks_a_link_loop_once_and_refuses_two_files_of_one_name() {
+    let dir = std::env::temp_dir().join(format!("leasequake-loop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    std::fs::copy(root().join("smoke/no-faults.toml"), dir.join("a/no-faults.toml")).unwrap();
+    std::os::unix::fs::symlink(&dir, dir.join("a/back")).unwrap();
+    let found = discover(std::slice::from_ref(&dir));
+    assert_eq!(found.len(), 1, "each file once, through the loop too: {found:?}");
+    let list = |d: &PathBuf| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("list").arg(d).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    assert_eq!(list(&dir).0, Some(0));
+    std::fs::copy(root().join("smoke/no-faults.toml"), dir.join("a/twin.toml")).unwrap();
+    let (code, err) = list(&dir);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("names must be unique"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_list_quietly() {
+    use std::io::Read;
+    // More listing than a pipe holds (64 KiB), so the writer meets the closed pipe.
+    let dir = std::env::temp_dir().join(format!("leasequake-many-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string(root().join("smoke/no-faults.toml")).unwrap();
+    for i in 0..1500 {
+        std::fs::write(
+            dir.join(format!("s{i}.toml")),
+            text.replace("name = \"no-faults\"", &format!("name = \"s{i}\"")),
+        )
+        .unwrap();
+    }
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .arg("list")
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one byte, then close the pipe, as `| head -c1` does.
+    let mut first = [0u8; 1];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn seeds_that_would_wrap_past_the_largest_are_refused() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_leasequake"))
+        .args(["sim", "--first-seed", "18446744073709551615", "--seeds", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("do not wrap"));
+}

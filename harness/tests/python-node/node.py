@@ -67,8 +67,8 @@ def deadline_clock_ns():
 
 
 def emit(kind, **fields):
-    event = {"mono_ns": now_ns(), "round": state["round"], "type": kind, **fields}
-    with out_lock:
+    with out_lock:  # stamped under the lock: events leave in the order of their stamps
+        event = {"mono_ns": now_ns(), "round": state["round"], "type": kind, **fields}
         sys.stdout.write(json.dumps(event) + "\n")
         sys.stdout.flush()
 

@@ -54,9 +54,15 @@ pub(super) fn integrity(history: &[HistoryLine], digest: Digest) -> Integrity {
             }
         }
     }
+    processes(history, &mut out.problems);
     wire_order(history, snapshot.map_or(&[][..], |s| &s.witness_gaps), &mut out.problems);
     model_order(history, header.map_or(0, |h| h.model_after), &mut out.problems);
     match (header, snapshot) {
+        (Some(h), Some(s)) if h.version < 3 && s.seal.is_some() => out.problems.push(format!(
+            "the header says history version {}, but the snapshot carries a seal, which only version 3 and later \
+             write: the version was changed after the run (a downgrade would judge it without its seal)",
+            h.version
+        )),
         (Some(h), Some(s)) if h.version >= 3 => sealed(history, h, s, digest, &mut out.problems),
         (Some(h), _) if h.version < 3 => out.notes.push(format!(
             "history version {} carries no seal (line counts, last audit sequence, digest): its integrity could not be verified",
@@ -207,6 +213,42 @@ fn audit_order(history: &[HistoryLine], after: u64, out: &mut Vec<String>) {
             return;
         }
         expected = expected.saturating_add(1);
+    }
+}
+
+/// How far back a node's own clock may seem to step between two of its events: threads that read
+/// the clock and then wait their turn to write can land a little out of order; a process whose
+/// clock went back further than this is no process at all.
+const NODE_CLOCK_BACK_MAX_NS: u64 = 1_000_000_000;
+
+/// What no process can do: a node's incarnations come back after a later one started (a restart
+/// is a new incarnation, for good), or one incarnation's own clock (`mono_ns`) steps back.
+fn processes(history: &[HistoryLine], out: &mut Vec<String>) {
+    let mut incarnation: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
+    let mut clock: BTreeMap<(&str, u64), (u64, usize)> = BTreeMap::new();
+    for (i, l) in history.iter().enumerate() {
+        let HistoryLine::Node { node, incarnation: inc, event, .. } = l else { continue };
+        if let Some((newest, line)) = incarnation.get(node.as_str()).copied().filter(|(n, _)| inc < n) {
+            out.push(format!(
+                "line {}: {node}'s incarnation {inc} speaks after incarnation {newest} (line {line}): an incarnation is never reused",
+                i + 1
+            ));
+            return;
+        }
+        incarnation.insert(node, (*inc, i + 1));
+        if event.mono_ns == 0 {
+            continue;
+        }
+        if let Some((last, line)) = clock.insert((node, *inc), (event.mono_ns, i + 1)) {
+            if last > event.mono_ns.saturating_add(NODE_CLOCK_BACK_MAX_NS) {
+                out.push(format!(
+                    "line {}: {node}'s own clock (mono_ns) went {} ms back from line {line}: no process's monotonic clock does",
+                    i + 1,
+                    (last - event.mono_ns) / 1_000_000
+                ));
+                return;
+            }
+        }
     }
 }
 

@@ -244,3 +244,58 @@ proptest! {
         prop_assert_ne!(verdict(&d), Verdict::Pass);
     }
 }
+
+#[test]
+fn what_no_process_can_do_is_inconclusive_naming_it() {
+    let judged = |h: &[HistoryLine]| {
+        let mut h = h.to_vec();
+        seal(&mut h);
+        check(&h)
+    };
+    // A node's own clock 5 s back after its first event (its receipt stamps still in order).
+    let mut back = passing();
+    if let Some(HistoryLine::Node { event, .. }) =
+        back.iter_mut().find(|l| matches!(l, HistoryLine::Node { node, .. } if node == "n1"))
+    {
+        event.mono_ns += 5_000_000_000;
+    }
+    let r = judged(&back);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
+    assert!(r.inconclusive.iter().any(|i| i.contains("own clock (mono_ns) went")), "{:?}", r.inconclusive);
+    // Incarnation 1 -> 2 -> 1.
+    let mut reused = passing();
+    let mut seen = 0;
+    for l in &mut reused {
+        if let HistoryLine::Node { node, incarnation, .. } = l {
+            if node == "n1" {
+                seen += 1;
+                *incarnation = if seen == 2 { 2 } else { 1 };
+            }
+        }
+    }
+    let r = judged(&reused);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
+    assert!(r.inconclusive.iter().any(|i| i.contains("never reused")), "{:?}", r.inconclusive);
+    // A sealed history whose header was set back to version 2 (which has no seal).
+    let mut downgraded = passing();
+    if let HistoryLine::Header(hd) = &mut downgraded[0] {
+        hd.version = 2;
+    }
+    let r = check(&downgraded);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
+    assert!(r.inconclusive.iter().any(|i| i.contains("only version 3 and later")), "{:?}", r.inconclusive);
+    // A few ms back (threads reading the clock before their turn to write) is no damage.
+    let mut jitter = passing();
+    let mut seen = 0;
+    for l in &mut jitter {
+        if let HistoryLine::Node { node, event, .. } = l {
+            if node == "n1" {
+                seen += 1;
+                if seen == 2 {
+                    event.mono_ns = event.mono_ns.saturating_sub(3_000_000);
+                }
+            }
+        }
+    }
+    assert_eq!(judged(&jitter).verdict, Verdict::Pass);
+}
