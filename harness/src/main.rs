@@ -665,7 +665,11 @@ async fn env_up_command(nodes: u32, down_after_ms: u64, policy: PolicyArg) -> an
         .collect();
     println!("  proxy port block  {}   (create proxies listening on 0.0.0.0:<container port>)", ports.join(" "));
     println!("  redis             upstream names redis-primary:6379, redis-replica:6379 (client network)");
-    println!("  redis-cli         docker exec -it lq-{r}-redis-primary redis-cli -a \"$(cat {})\"", secret.display());
+    // The password through the environment (`-e NAME` passes it on): never on a command line.
+    println!(
+        "  redis-cli         REDISCLI_AUTH=\"$(cat {})\" docker exec -e REDISCLI_AUTH -it lq-{r}-redis-primary redis-cli",
+        secret.display()
+    );
     println!("  sentinel          docker exec -it lq-{r}-sentinel-1 redis-cli -p 26379 sentinel masters");
     println!(
         "  run a scenario    {}",

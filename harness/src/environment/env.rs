@@ -192,19 +192,36 @@ pub fn password_file(run_id: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("leasequake-{run_id}.redis-password"))
 }
 
-/// A redis-server's command line: password, no persistence, `extra` last.
-fn redis_command(pw: &str, extra: &[&str]) -> Vec<String> {
-    let mut cmd = ["redis-server", "--protected-mode", "no", "--dir", "/data", "--requirepass", pw, "--masterauth", pw]
-        .map(str::to_owned)
-        .to_vec();
+/// The variable every Redis and Sentinel container is given the password in: it reaches their
+/// config files from there, never a command line (any local user can read those with `ps`).
+pub const PASSWORD_VAR: &str = "REDIS_PASSWORD";
+
+/// What a Redis container runs first: its password into a config file, from [`PASSWORD_VAR`].
+const AUTH_CONF: &str =
+    "printf 'requirepass %s\\nmasterauth %s\\n' \"$REDIS_PASSWORD\" \"$REDIS_PASSWORD\" > /data/auth.conf";
+
+/// A redis-server's arguments: the password from `/data/auth.conf` (written at start, see
+/// [`AUTH_CONF`]), no persistence, `extra` last.
+fn redis_command(extra: &[&str]) -> Vec<String> {
+    let mut cmd =
+        ["redis-server", "/data/auth.conf", "--protected-mode", "no", "--dir", "/data"].map(str::to_owned).to_vec();
     cmd.extend(["--repl-diskless-sync-delay", "0", "--save", "", "--appendonly", "no"].map(str::to_owned));
     cmd.extend(extra.iter().map(|s| (*s).to_owned()));
     cmd
 }
 
+/// A Redis container's command: `prelude` (a shell line), its auth config written, then
+/// redis-server with `extra`.
+fn redis_container(prelude: &str, extra: &[&str]) -> Vec<String> {
+    ["sh".to_owned(), "-c".to_owned(), format!("{prelude}{AUTH_CONF} && exec \"$@\""), "sh".to_owned()]
+        .into_iter()
+        .chain(redis_command(extra))
+        .collect()
+}
+
 /// Sentinel `i`'s start script: its config, pre-seeded with the other Sentinels and the replica,
 /// written to a file of its own (Sentinel rewrites its config), then redis-sentinel.
-fn sentinel_script(name: &str, i: usize, ids: &[String], cfg: &EnvConfig, pw: &str) -> String {
+fn sentinel_script(name: &str, i: usize, ids: &[String], cfg: &EnvConfig) -> String {
     let mut conf = vec![
         "port 26379".to_owned(),
         "sentinel resolve-hostnames yes".into(),
@@ -212,7 +229,8 @@ fn sentinel_script(name: &str, i: usize, ids: &[String], cfg: &EnvConfig, pw: &s
         format!("sentinel announce-ip {name}"),
         format!("sentinel myid {}", ids[i - 1]),
         format!("sentinel monitor {MASTER_NAME} redis-primary 6379 2"),
-        format!("sentinel auth-pass {MASTER_NAME} {pw}"),
+        // Closed and reopened around the shell's own expansion of the password variable.
+        format!("sentinel auth-pass {MASTER_NAME} '\"${PASSWORD_VAR}\"'"),
         // Lenient while the environment starts (a loaded machine can stall a starting Redis past a
         // short down-after: Sentinel would fail over before the run begins); the configured
         // timings are set once everything is ready (`apply_sentinel_timings`).
@@ -340,14 +358,12 @@ impl Environment {
     }
 
     async fn create_containers(&mut self, cfg: &EnvConfig) -> Result<(), HarnessError> {
-        let pw = self.password.clone();
-        let redis = |extra: &[&str]| redis_command(&pw, extra);
         let ids: Vec<String> = (1..=3).map(|i| sentinel_id(&self.run_id, i)).collect();
         let mut specs: Vec<Spec> = vec![
             Spec {
                 role: "redis-primary",
                 image: &cfg.redis_image,
-                cmd: redis(&["--replica-announce-ip", "redis-primary"]),
+                cmd: redis_container("", &["--replica-announce-ip", "redis-primary"]),
                 nets: vec!["client", "repl"],
                 publish: vec![],
                 data_in_memory: false,
@@ -360,24 +376,18 @@ impl Environment {
                 // shared by both, would otherwise carry on.
                 // Started once the primary listens (at most 10 s of 50 ms polls): a replica that
                 // finds no primary retries only on its once-a-second cron, which cost start-up ~1 s.
-                cmd: [
-                    "sh",
-                    "-c",
+                cmd: redis_container(
                     "i=0; while [ $i -lt 200 ] && ! redis-cli -h redis-primary-repl ping >/dev/null 2>&1; \
-                     do i=$((i+1)); sleep 0.05; done; exec \"$@\"",
-                    "sh",
-                ]
-                .map(str::to_owned)
-                .into_iter()
-                .chain(redis(&["--replicaof", "redis-primary-repl", "6379", "--replica-announce-ip", "redis-replica"]))
-                .collect(),
+                     do i=$((i+1)); sleep 0.05; done; ",
+                    &["--replicaof", "redis-primary-repl", "6379", "--replica-announce-ip", "redis-replica"],
+                ),
                 nets: vec!["client", "repl"],
                 publish: vec![],
                 data_in_memory: false,
             },
         ];
         for (i, name) in [(1usize, "sentinel-1"), (2, "sentinel-2"), (3, "sentinel-3")] {
-            let script = sentinel_script(name, i, &ids, cfg, &pw);
+            let script = sentinel_script(name, i, &ids, cfg);
             specs.push(Spec {
                 role: name,
                 image: &cfg.redis_image,
@@ -435,6 +445,11 @@ impl Environment {
         let body = ContainerCreateBody {
             image: Some(spec.image.reference.clone()),
             cmd: (!cmd.is_empty()).then(|| cmd.to_vec()),
+            // Redis and the Sentinels read their password from here (into their config files).
+            env: role
+                .starts_with("redis")
+                .then(|| vec![format!("{PASSWORD_VAR}={}", self.password)])
+                .or_else(|| role.starts_with("sentinel").then(|| vec![format!("{PASSWORD_VAR}={}", self.password)])),
             hostname: Some(role.to_owned()),
             labels: Some(labels(&self.run_id, self.origin)),
             exposed_ports: Some(publish.iter().map(|p| format!("{p}/tcp")).collect()),
@@ -485,6 +500,10 @@ impl Environment {
 
     /// Runs `cmd` in the container of `role` and returns its output (stdout and stderr).
     pub async fn exec(&self, role: &str, cmd: &[&str]) -> Result<String, HarnessError> {
+        self.exec_with(role, cmd, Vec::new()).await
+    }
+
+    async fn exec_with(&self, role: &str, cmd: &[&str], env: Vec<String>) -> Result<String, HarnessError> {
         let id = self.containers.get(role).ok_or_else(|| docker_err("exec", format!("no container {role}")))?;
         let run = async {
             let exec = self
@@ -493,6 +512,7 @@ impl Environment {
                     id,
                     CreateExecOptions {
                         cmd: Some(cmd.to_vec()),
+                        env: (!env.is_empty()).then(|| env.iter().map(String::as_str).collect()),
                         attach_stdout: Some(true),
                         attach_stderr: Some(true),
                         ..Default::default()
@@ -579,23 +599,31 @@ impl Environment {
         self.containers.iter().map(|(r, id)| (*r, id.as_str()))
     }
 
-    /// `redis-cli` against the Redis instance (or Sentinel) of `role`, authenticated.
+    /// `redis-cli` against the Redis instance (or Sentinel) of `role`, authenticated through
+    /// `REDISCLI_AUTH` in the exec's environment: no password on a command line.
     pub async fn redis_cli(&self, role: &str, args: &[&str]) -> Result<String, HarnessError> {
         let mut cmd = vec!["redis-cli", "--no-auth-warning"];
         if role.starts_with("sentinel") {
+            // Sentinels take no password.
             cmd.extend(["-p", "26379"]);
-        } else {
-            cmd.extend(["-a", &self.password]);
+            cmd.extend(args);
+            return self.exec(role, &cmd).await;
         }
         cmd.extend(args);
-        self.exec(role, &cmd).await
+        self.exec_authenticated(role, &cmd).await
     }
 
     /// Several commands (one per line) through one `redis-cli` in one `docker exec`: the replies,
     /// one after another. One exec instead of one per command: execs are what loads dockerd.
     pub async fn redis_cli_batch(&self, role: &str, commands: &str) -> Result<String, HarnessError> {
-        let script = format!("printf '%s' '{}' | redis-cli --no-auth-warning -a \"$0\"", commands.replace('\'', ""));
-        self.exec(role, &["sh", "-c", &script, &self.password]).await
+        let script = format!("printf '%s' '{}' | redis-cli --no-auth-warning", commands.replace('\'', ""));
+        self.exec_authenticated(role, &["sh", "-c", &script]).await
+    }
+
+    /// [`Self::exec`] with the Redis password in the exec's environment (`REDISCLI_AUTH`, which
+    /// `redis-cli` reads), never on its command line.
+    pub async fn exec_authenticated(&self, role: &str, cmd: &[&str]) -> Result<String, HarnessError> {
+        self.exec_with(role, cmd, vec![format!("REDISCLI_AUTH={}", self.password)]).await
     }
 
     /// The host port of node `i`'s proxy on `link`.

@@ -588,6 +588,13 @@ async fn drive(
     // Our proxy witnesses every link; the official Toxiproxy has no witness (the wire properties
     // then read "not applicable").
     let witness = matches!(proxy.witness("n1-redis", u64::MAX).await, Ok(Some(_)));
+    if witness && env.attached() {
+        // Scripts an earlier run loaded stay in Redis's cache, and this run's nodes would run them
+        // by SHA1 alone, out of the witness's sight: flushed, each is loaded again where it sees.
+        for role in ["redis-primary", "redis-replica"] {
+            env.redis_cli(role, &["SCRIPT", "FLUSH"]).await?;
+        }
+    }
     let (tx, rx) = mpsc::channel::<Received>(65_536);
     let (events, _) = broadcast::channel::<Arc<Received>>(4096);
     let ctx = Ctx {

@@ -94,11 +94,37 @@ impl Drop for EnvUp {
     }
 }
 
+/// Every distinct command line of every process on the machine, read every 50 ms until `stop`:
+/// what `ps` shows any local user (containers' processes included).
+fn command_lines(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(std::collections::HashSet<String>, u64)> {
+    std::thread::spawn(move || {
+        let mut seen = std::collections::HashSet::new();
+        let mut scans = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+                if let Ok(bytes) = std::fs::read(e.path().join("cmdline")) {
+                    if seen.len() < 100_000 {
+                        seen.insert(String::from_utf8_lossy(&bytes).replace('\0', " "));
+                    }
+                }
+            }
+            scans += 1;
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        (seen, scans)
+    })
+}
+
 #[test]
 fn scenarios_run_one_after_another_in_an_environment_env_up_keeps() {
     let dir = std::env::temp_dir().join(format!("leasequake-attach-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("attached.toml"), SCENARIO).unwrap();
+    // From before the environment starts to after the runs: the password is on no command line.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scanner = command_lines(stop.clone());
     let (mut up, run_id) = env_up("2");
 
     // Two runs in the same environment, each judged on its own records.
@@ -129,6 +155,11 @@ fn scenarios_run_one_after_another_in_an_environment_env_up_keeps() {
     // stderr (which saw connection resets), container logs, the reports.
     let password = std::fs::read_to_string(leasequake::env::password_file(&run_id)).unwrap();
     assert!(password.trim().len() >= 16);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (lines, scans) = scanner.join().unwrap();
+    assert!(scans > 100 && lines.iter().any(|l| l.contains("redis-cli")), "{scans} scans saw the observer's execs");
+    let shown: Vec<&String> = lines.iter().filter(|l| l.contains(password.trim())).collect();
+    assert!(shown.is_empty(), "the Redis password on a command line: {shown:?}");
     let mut stack = vec![dir.join("reports")];
     let mut files = 0;
     while let Some(d) = stack.pop() {

@@ -37,7 +37,7 @@ async fn docker_compose_brings_up_the_same_topology_by_hand() {
     assert!(ok, "{out}");
     let _down = Down(project.clone());
     let (ok, out) = compose(&project, &["up", "-d"]);
-    assert!(ok, "docker-compose up failed (are ports 8474, 7700, 20000-20005 free?): {out}");
+    assert!(ok, "docker-compose up failed (are ports 8474, 7700, 20000-20008 free?): {out}");
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut sentinel = String::new();
     while Instant::now() < deadline {

@@ -78,11 +78,10 @@ pub(super) async fn pause_writes(w: &World<'_>, f: &Fault) -> Result<String, Str
     // block for its full second (a soak INCONCLUSIVE, issue 19). Inside the container the
     // probe follows the pause within milliseconds.
     // The probe: a write from another client blocks (busybox timeout ends it), a read answers.
-    let script = "redis-cli --no-auth-warning -a \"$0\" CLIENT PAUSE \"$1\" WRITE; \
-                  timeout 1 redis-cli --no-auth-warning -a \"$0\" SET leasequake:probe 1 >/dev/null 2>&1; \
-                  echo write=$?; redis-cli --no-auth-warning -a \"$0\" PING";
-    let out =
-        env.exec("redis-primary", &["sh", "-c", script, env.redis_password(), &ms]).await.map_err(|e| e.to_string())?;
+    let script = "redis-cli --no-auth-warning CLIENT PAUSE \"$0\" WRITE; \
+                  timeout 1 redis-cli --no-auth-warning SET leasequake:probe 1 >/dev/null 2>&1; \
+                  echo write=$?; redis-cli --no-auth-warning PING";
+    let out = env.exec_authenticated("redis-primary", &["sh", "-c", script, &ms]).await.map_err(|e| e.to_string())?;
     let answer = out.lines().next().unwrap_or("").trim();
     if !answer.eq_ignore_ascii_case("ok") {
         return Err(format!("CLIENT PAUSE answered `{answer}`"));
