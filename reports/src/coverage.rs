@@ -263,6 +263,7 @@ mod tests {
             ttl_ms: None,
             role: None,
             error: None,
+            asked_ns: None,
         })
     }
 

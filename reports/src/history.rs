@@ -858,6 +858,10 @@ pub struct ObserverSample {
     pub role: Option<String>,
     /// Why the instance could not be read, if it could not.
     pub error: Option<String>,
+    /// CLOCK_MONOTONIC when the sample was asked for, ns (version 7): the instance was read
+    /// between this and `at_ns` (an exec on a loaded machine takes its time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_ns: Option<u64>,
 }
 
 /// What changed in the environment while the run ran, by the watcher that saw it (version 4).

@@ -66,6 +66,7 @@ async fn instance(
 /// One exec per sample (GET, PTTL, ROLE in one redis-cli), stamped when it has answered: the
 /// holder was seen at or before then.
 async fn sample(env: &Environment, instance: &'static str, key: &str) -> ObserverSample {
+    let asked_ns = Some(mono_ns());
     let out = env.redis_cli_batch(instance, &format!("GET {key}\nPTTL {key}\nROLE\n")).await;
     let at_ns = mono_ns();
     let text = out.map_err(|e| e.to_string());
@@ -79,6 +80,7 @@ async fn sample(env: &Environment, instance: &'static str, key: &str) -> Observe
             ttl_ms: replies.get(1).and_then(|t| t.parse().ok()),
             role: Some(role),
             error: None,
+            asked_ns,
         },
         (answer, _) => ObserverSample {
             instance: instance.into(),
@@ -90,6 +92,7 @@ async fn sample(env: &Environment, instance: &'static str, key: &str) -> Observe
                 Ok(t) => format!("unexpected answer: {}", t.lines().next().unwrap_or("")),
                 Err(e) => e.clone(),
             }),
+            asked_ns,
         },
     }
 }

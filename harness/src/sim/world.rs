@@ -525,7 +525,15 @@ fn sample(w: &World, server: &Arc<Server>) -> ObserverSample {
     let at_ns = w.clock.now_ns();
     if unreachable {
         let error = Some("no answer (restarting or frozen)".to_owned());
-        return ObserverSample { instance: server.name.into(), at_ns, holder: None, ttl_ms: None, role: None, error };
+        return ObserverSample {
+            instance: server.name.into(),
+            at_ns,
+            holder: None,
+            ttl_ms: None,
+            role: None,
+            error,
+            asked_ns: None,
+        };
     }
     let args = |a: &[&str]| a.iter().map(|x| x.as_bytes().to_vec()).collect::<Vec<_>>();
     let holder = w.redis.exec(server, &args(&["GET", LEASE_KEY]));
@@ -547,5 +555,6 @@ fn sample(w: &World, server: &Arc<Server>) -> ObserverSample {
         },
         role: Some(role.into()),
         error: None,
+        asked_ns: None,
     }
 }

@@ -459,6 +459,7 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
             ttl_ms: Some(900),
             role: Some("master".into()),
             error: None,
+            asked_ns: None,
         }));
         if fence % 50 == 0 {
             fault += 1;

@@ -31,7 +31,9 @@ pub(super) fn roles(
     let mut named: HashSet<&str> = HashSet::new();
     for o in observer {
         let Some(role) = o.role.as_deref() else { continue };
-        let Some((was, since)) = last.insert(&o.instance, (role, o.at_ns)) else { continue };
+        // The instance was read between the sample's asking and its answer: the change lies
+        // between the reading before (as early as it was asked) and this one's answer.
+        let Some((was, since)) = last.insert(&o.instance, (role, o.asked_ns.unwrap_or(o.at_ns))) else { continue };
         if was != role && !faults.covers_any(FaultKind::changes_roles, since, o.at_ns) && named.insert(&o.instance) {
             out.push(format!(
                 "the environment drifted: {} went from {was} to {role} between {:.1} s and {:.1} s with no failover declared \

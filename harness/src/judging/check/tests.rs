@@ -155,6 +155,7 @@ impl H {
             ttl_ms: Some(100),
             role: Some("master".into()),
             error: None,
+            asked_ns: None,
         }));
         self
     }
@@ -168,6 +169,7 @@ impl H {
             ttl_ms: None,
             role: Some(role.into()),
             error: None,
+            asked_ns: None,
         }));
         self
     }
@@ -662,6 +664,7 @@ fn a_holder_no_node_reported_is_a_successor_only_if_its_key_was_written_after_th
             ttl_ms: Some(left),
             role: Some("master".into()),
             error: None,
+            asked_ns: None,
         }));
         let h =
             h.wait(500).event("n1", EventKind::ModelCall { token: token("n1", 1), batch: 1, ms: 20, decided_ns: None });
@@ -896,6 +899,28 @@ fn a_role_change_no_failover_explains_is_drift_and_inconclusive() {
         roles(declared, "slave", "master").fault_of(FaultKind::Failover, 1, FaultPhase::Healed).round("n1", 2).end();
     let r = check(&declared);
     assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.inconclusive);
+    // The old primary demoted at the failover's heal: the last sample that read it master was
+    // asked before the heal and answered after it (a slow exec); the demotion is the heal's.
+    let h = roles(H::new().round("n1", 1), "master", "slave")
+        .fault_of(FaultKind::Failover, 1, FaultPhase::Requested)
+        .fault_of(FaultKind::Failover, 1, FaultPhase::Verified)
+        .role("redis-replica", "master");
+    let mut h = h;
+    let asked = h.tick();
+    let mut h2 = h.fault_of(FaultKind::Failover, 1, FaultPhase::Healed);
+    let answered = h2.tick();
+    h2.lines.push(HistoryLine::Observer(ObserverSample {
+        instance: "redis-primary".into(),
+        at_ns: answered,
+        holder: None,
+        ttl_ms: None,
+        role: Some("master".into()),
+        error: None,
+        asked_ns: Some(asked),
+    }));
+    let late = h2.role("redis-primary", "slave").round("n1", 2).end();
+    let r = check(&late);
+    assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.inconclusive);
     // An unreadable sample (no role) is no change.
     let mut blind = roles(H::new().round("n1", 1), "master", "slave");
     let at = blind.tick();
@@ -906,6 +931,7 @@ fn a_role_change_no_failover_explains_is_drift_and_inconclusive() {
         ttl_ms: None,
         role: None,
         error: Some("exec failed".into()),
+        asked_ns: None,
     }));
     let blind = roles(blind, "master", "slave").round("n1", 2).end();
     assert_eq!(check(&blind).verdict, Verdict::Pass, "{:?}", check(&blind).inconclusive);

@@ -22,6 +22,7 @@ fn sample(instance: &str, at_ms: u64, holder: Option<&str>, ttl_ms: Option<i64>,
         ttl_ms,
         role: Some(role.into()),
         error: None,
+        asked_ns: None,
     }
 }
 
