@@ -200,11 +200,11 @@ fn judge(history: &[HistoryLine], digest: integrity::Digest) -> CheckResult {
     let renewed = keeps_renewing(header.and_then(|h| h.renew_ms), &renewing, &ends, &faults, &windows);
     properties.push(declared.renewal_property(renewed));
     let on_wire = wire::read(header, snapshot, &nodes, &wire);
-    let renew_ms = header.and_then(|h| h.renew_ms);
+    let schedule = wire::Schedule::new(&on_wire, header.and_then(|h| h.renew_ms), &declared.hidden);
     for p in [
         wire::within_validity(&on_wire, &windows),
-        wire::keeps_renewing(&on_wire, renew_ms, &faults, &windows),
-        wire::after_end(&on_wire, renew_ms, &windows),
+        wire::keeps_renewing(&on_wire, &schedule, &faults, &windows),
+        wire::after_end(&on_wire, &schedule, &windows),
         wire::testimony(&on_wire, &nodes, &windows),
     ] {
         if p.status == PropertyStatus::Inconclusive {

@@ -23,7 +23,7 @@ use super::NodeLine;
 mod properties;
 mod testimony;
 
-pub(super) use properties::{after_end, keeps_renewing, within_validity};
+pub(super) use properties::{after_end, keeps_renewing, within_validity, Schedule};
 pub(super) use testimony::testimony;
 
 /// The wire as the checker reads it, per node.

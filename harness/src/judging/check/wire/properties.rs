@@ -136,9 +136,20 @@ fn validity_violation(
     Violation { summary, evidence, faults_active: faults.active_at(act.rec.sent_ns), at_ns: act.rec.sent_ns }
 }
 
-/// The renewal interval to judge `n` by: the recorded one, or the node's own if its renewals on
-/// the wire came further apart (a library that renews at two thirds of its expiry).
-fn interval_ms(recorded: Option<u64>, n: &NodeWire) -> Option<u64> {
+/// The renewal schedule each node is judged by. A node that renews where it reports it runs the
+/// recorded interval (the harness asked it to), or its own if its renewals on the wire came
+/// further apart. A node whose library renews out of its sight (`renewals: hidden`) runs the
+/// library's schedule, which only the wire shows: its own renewals' median gap, else the gap
+/// pooled over every such node of the run (one library), else, when no renewal of any was seen,
+/// the ttl its acquire set is the whole allowance (a library may renew as late as it likes within
+/// it).
+pub(crate) struct Schedule<'h> {
+    recorded: Option<u64>,
+    hidden: &'h HashSet<&'h str>,
+    pooled: Option<u64>,
+}
+
+fn gaps(n: &NodeWire) -> Vec<u64> {
     let mut gaps: Vec<u64> = n
         .acqs
         .iter()
@@ -149,10 +160,39 @@ fn interval_ms(recorded: Option<u64>, n: &NodeWire) -> Option<u64> {
         })
         .collect();
     gaps.sort_unstable();
-    let own = (gaps.len() >= 3).then(|| gaps[gaps.len() / 2]);
-    match (recorded.filter(|r| *r > 0), own) {
-        (Some(r), Some(o)) => Some(r.max(o)),
-        (r, o) => r.or(o),
+    gaps
+}
+
+fn median(gaps: &[u64], at_least: usize) -> Option<u64> {
+    (gaps.len() >= at_least.max(1)).then(|| gaps[gaps.len() / 2])
+}
+
+impl<'h> Schedule<'h> {
+    pub(crate) fn new(view: &View, recorded: Option<u64>, hidden: &'h HashSet<&'h str>) -> Self {
+        let mut pooled: Vec<u64> =
+            view.nodes.iter().filter(|(node, _)| hidden.contains(*node)).flat_map(|(_, n)| gaps(n)).collect();
+        pooled.sort_unstable();
+        Self { recorded: recorded.filter(|r| *r > 0), hidden, pooled: median(&pooled, 1) }
+    }
+
+    /// The interval `node` renews at, and how it was learned (for the sentence).
+    fn interval_ms(&self, node: &str, n: &NodeWire) -> Option<(u64, &'static str)> {
+        let own = median(&gaps(n), 3);
+        if !self.hidden.contains(node) {
+            return match (self.recorded, own) {
+                (Some(r), Some(o)) => Some((r.max(o), "renewal every")),
+                (r, o) => r.or(o).map(|i| (i, "renewal every")),
+            };
+        }
+        if let Some(i) = own.or(self.pooled) {
+            return Some((i, "its library renewing every"));
+        }
+        // No renewal seen: the lag allowed is the ttl itself.
+        let ttl = n.acqs.iter().find_map(|a| a.ttl_ms)?;
+        Some((
+            ttl.saturating_mul(2) / RENEWAL_LAG_HALVES,
+            "no renewal of its library seen: at most its ttl, as if every",
+        ))
     }
 }
 
@@ -172,7 +212,7 @@ fn ended_by(a: &Acq, at: u64) -> bool {
 /// `wire_keeps_renewing`.
 pub(crate) fn keeps_renewing(
     view: &View,
-    recorded_renew_ms: Option<u64>,
+    schedule: &Schedule,
     fault_events: &[&FaultEvent],
     faults: &Faults,
 ) -> PropertyResult {
@@ -184,7 +224,7 @@ pub(crate) fn keeps_renewing(
         .map(|f| f.id)
         .collect();
     for (node, n) in view.nodes.iter().filter(|(node, _)| !skip.contains(*node)) {
-        let Some(every) = interval_ms(recorded_renew_ms, n) else { continue };
+        let Some((every, how)) = schedule.interval_ms(node, n) else { continue };
         let lag = every.saturating_mul(1_000_000).saturating_mul(RENEWAL_LAG_HALVES) / 2;
         let mut reported: HashSet<&str> = HashSet::new();
         for act in &n.acts {
@@ -200,7 +240,7 @@ pub(crate) fn keeps_renewing(
             reported.insert(&a.token);
             judge.violate(|| Violation {
                 summary: format!(
-                    "{node} sent {} under token {} {} ms after its last renewal on the wire (renewal every {every} ms, at most {} ms behind) with Redis answering: its renewals had stopped",
+                    "{node} sent {} under token {} {} ms after its last renewal on the wire ({how} {every} ms, at most {} ms behind) with Redis answering: its renewals had stopped",
                     act.what,
                     a.token,
                     ms(s.saturating_sub(last)),
@@ -224,11 +264,11 @@ pub(crate) fn keeps_renewing(
 }
 
 /// `wire_after_end`.
-pub(crate) fn after_end(view: &View, recorded_renew_ms: Option<u64>, faults: &Faults) -> PropertyResult {
+pub(crate) fn after_end(view: &View, schedule: &Schedule, faults: &Faults) -> PropertyResult {
     let mut judge = Judge::new("wire_after_end");
     let (skipped, skip) = unjudged(view);
     for (node, n) in view.nodes.iter().filter(|(node, _)| !skip.contains(*node)) {
-        let grace = interval_ms(recorded_renew_ms, n).unwrap_or(0).saturating_mul(1_000_000);
+        let grace = schedule.interval_ms(node, n).map_or(0, |(i, _)| i).saturating_mul(1_000_000);
         for a in &n.acqs {
             after_release(node, n, a, faults, &mut judge);
             after_refusal(node, n, a, grace, faults, &mut judge);

@@ -1,5 +1,6 @@
 use leasequake_reports::history::{
-    lease_key, EventKind, FaultEvent, FaultKind, FaultPhase, HistoryLine, NodeEvent, Snapshot, StoreOp, HISTORY_VERSION,
+    lease_key, EventKind, FaultEvent, FaultKind, FaultPhase, HistoryLine, NodeEvent, Renewals, Snapshot, StoreOp,
+    HISTORY_VERSION,
 };
 use leasequake_reports::wire::{Resp, WireRecord, WireReply, WireRequest};
 use leasequake_reports::{PropertyResult, PropertyStatus, Verdict};
@@ -249,6 +250,41 @@ fn a_holder_whose_renewals_stop_fails_keeps_renewing_unless_a_fault_holds_them()
         holder().model_calls("n1", "n1/1/0/a", (1430, 2600, 30, 20)).fault(FaultKind::StallRenewal, "n1", 1250, 2600);
     held(&stalled.judge("wire_keeps_renewing"));
     held(&holder().judge("wire_keeps_renewing"));
+}
+
+fn hidden_hello() -> EventKind {
+    EventKind::Hello { protocol: 3, implementation: "lib".into(), lease_key: None, renewals: Some(Renewals::Hidden) }
+}
+
+#[test]
+fn a_library_that_renews_out_of_sight_is_held_to_its_own_schedule_on_the_wire() {
+    // n2's library renews every 1000 ms (two thirds of its ttl); n1's round is shorter than that.
+    let library = || {
+        W::new()
+            .event("n1", 0, hidden_hello())
+            .event("n2", 0, hidden_hello())
+            .acquire("n2", "n2/1/0/b", 0, 10)
+            .renew("n2", "n2/1/0/b", 1000, 1010, true)
+            .renew("n2", "n2/1/0/b", 2000, 2010, true)
+            .renew("n2", "n2/1/0/b", 3000, 3010, true)
+            .acquire("n1", "n1/1/0/a", 5000, 5010)
+    };
+    // 1300 ms after its acquire: late for the 500 ms asked of a node that renews in sight, on time
+    // for its library.
+    let on_time = library().check_key("n1", "n1/1/0/a", 6290, 6295).store("n1", "n1/1/0/a", 1, 6300, 6310);
+    held(&on_time.judge("wire_keeps_renewing"));
+    let stopped = library().check_key("n1", "n1/1/0/a", 7590, 7595).store("n1", "n1/1/0/a", 1, 7600, 7610);
+    violated(&stopped.judge("wire_keeps_renewing"), "its library renewing every 1000 ms");
+    // No renewal of any node seen: the ttl its acquire set is the whole allowance.
+    let unseen = || W::new().event("n1", 0, hidden_hello()).acquire("n1", "n1/1/0/a", 0, 10);
+    held(
+        &unseen()
+            .check_key("n1", "n1/1/0/a", 1390, 1395)
+            .store("n1", "n1/1/0/a", 1, 1400, 1410)
+            .judge("wire_keeps_renewing"),
+    );
+    let past = unseen().check_key("n1", "n1/1/0/a", 1590, 1595).store("n1", "n1/1/0/a", 1, 1600, 1610);
+    violated(&past.judge("wire_keeps_renewing"), "no renewal of its library seen");
 }
 
 #[test]
