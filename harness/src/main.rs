@@ -563,10 +563,13 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
                 return Ok(Exit::Usage);
             }
             match leasequake::report::SuiteDir::merge(&report_dir, &suites) {
-                Ok((page, verdict)) => {
-                    println!("merged {} suites: {}", suites.len(), format!("{verdict:?}").to_uppercase());
-                    println!("report: {}", page.display());
-                    Ok(verdict.into())
+                Ok(m) => {
+                    for d in &m.disagreed {
+                        eprintln!("warning: {d}: the history's verdict stands");
+                    }
+                    println!("merged {} suites: {}", suites.len(), format!("{:?}", m.verdict).to_uppercase());
+                    println!("report: {}", m.page.display());
+                    Ok(m.verdict.into())
                 }
                 Err(e) => {
                     eprintln!("error: {e}");

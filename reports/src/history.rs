@@ -926,6 +926,10 @@ pub struct Snapshot {
     /// some for room, or could not be read. The wire properties of those nodes are inconclusive.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub witness_gaps: Vec<String>,
+    /// Why the run was stopped before its end (Ctrl-C, SIGTERM, a suite's time limit), when it
+    /// was: the history holds what was seen, and no verdict stands on it but a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
     /// What a reader needs to know the history is whole (version 3; absent before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seal: Option<Seal>,

@@ -164,8 +164,9 @@ fn judge(history: &[HistoryLine], digest: integrity::Digest) -> CheckResult {
         )),
         Some(_) => {}
     }
-    if snapshot.is_none() {
-        inconclusive.push("the history has no closing snapshot: the run did not finish recording".into());
+    match snapshot {
+        None => inconclusive.push("the history has no closing snapshot: the run did not finish recording".into()),
+        Some(s) => inconclusive.extend(s.stopped.as_deref().map(printable)),
     }
     // Whole or not: a damaged history is judged for the reader, never reordered or repaired.
     let whole = integrity::integrity(history, digest);

@@ -171,9 +171,11 @@ impl SuiteDir {
     }
 
     /// Merges finished suites (directories holding summary.json) into a new suite under
-    /// `report_dir`: every run directory is copied in, renumbered in order, and the renderers run
-    /// over the whole. Returns the report page and the merged verdict.
-    pub fn merge(report_dir: &Path, inputs: &[PathBuf]) -> Result<(PathBuf, Verdict), HarnessError> {
+    /// `report_dir`: every run directory is copied in, renumbered in order, judged again from its
+    /// history (a summary.json is input, never truth: the verdict is the history's), its repro
+    /// pointed at the copy, and the renderers run over the whole. Returns the report page, the
+    /// merged verdict, and each run whose summary said other than its history.
+    pub fn merge(report_dir: &Path, inputs: &[PathBuf]) -> Result<Merged, HarnessError> {
         let bad = |path: &Path, detail: String| HarnessError::History { path: path.to_path_buf(), detail };
         let mut suites = Vec::new();
         for dir in inputs {
@@ -184,11 +186,22 @@ impl SuiteDir {
             if suite.schema != SUMMARY_SCHEMA {
                 return Err(bad(&path, format!("summary schema {} is not {SUMMARY_SCHEMA}", suite.schema)));
             }
+            for run in &suite.scenarios {
+                for (what, name) in [("run directory", &run.dir), ("scenario name", &run.name)] {
+                    if !name.is_empty() && !plain_name(name) {
+                        return Err(bad(&path, format!(
+                            "its {what} {} is no plain name inside the suite: the summary is damaged or not this suite's (merge only what `leasequake run` wrote)",
+                            leasequake_reports::printable(name)
+                        )));
+                    }
+                }
+            }
             suites.push((dir, suite));
         }
         let mut merged = Self::create(report_dir)?;
         let mut took: f64 = 0.0;
         let mut stopped = Vec::new();
+        let mut disagreed = Vec::new();
         for (dir, suite) in suites {
             took = took.max(suite.took_s);
             if suite.started_utc < merged.suite.started_utc {
@@ -197,18 +210,64 @@ impl SuiteDir {
             if let Some(why) = suite.stopped {
                 stopped.push(format!("{}: {why}", dir.display()));
             }
-            for mut run in suite.scenarios {
-                let to = merged.next_run_dir(&run.name);
-                if !run.dir.is_empty() {
-                    copy_dir(&dir.join(&run.dir), &to).map_err(|e| bad(&to, format!("cannot copy the run: {e}")))?;
-                }
-                run.dir = to.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            for run in suite.scenarios {
+                let run = merged.take_run(dir, run, &mut disagreed)?;
                 merged.add(run, &suite.versions);
             }
         }
         // The suites ran side by side: the whole took as long as the longest.
         let page = merged.write((!stopped.is_empty()).then(|| stopped.join("; ")), took)?;
-        Ok((page, merged.suite.verdict))
+        Ok(Merged { page, verdict: merged.suite.verdict, disagreed })
+    }
+
+    /// A run of suite `dir`, copied in as this suite's next run and judged again from its history.
+    fn take_run(
+        &self,
+        dir: &Path,
+        mut run: ScenarioRun,
+        disagreed: &mut Vec<String>,
+    ) -> Result<ScenarioRun, HarnessError> {
+        // Renumbered, its name as it was (a simulated seed's carries the seed).
+        let unnumbered = run.dir.split_once('-').filter(|(n, _)| n.chars().all(|c| c.is_ascii_digit())).map(|(_, r)| r);
+        let to = self.next_run_dir(unnumbered.filter(|r| !r.is_empty()).unwrap_or(&run.name));
+        let claimed = run.verdict();
+        if run.dir.is_empty() {
+            if run.result.is_some() {
+                run.result = None;
+                run.error = Some("summary.json gives a verdict but no run directory to judge it by".into());
+            }
+        } else {
+            let from = dir.join(&run.dir);
+            if from.symlink_metadata().map_or(true, |m| !m.is_dir()) {
+                return Err(HarnessError::History {
+                    path: from,
+                    detail: "a run directory that is a link or no directory: runs are copied as they are, never through a link".into(),
+                });
+            }
+            copy_dir(&from, &to)
+                .map_err(|e| HarnessError::History { path: to.clone(), detail: format!("cannot copy the run: {e}") })?;
+            match crate::history::check_dir(&to) {
+                Ok(result) => run.result = Some(result),
+                Err(e) if run.result.is_some() => {
+                    run.result = None;
+                    run.error = Some(format!(
+                        "its history cannot be judged ({e}): summary.json's verdict is not taken on trust"
+                    ));
+                }
+                Err(_) => {}
+            }
+            run.repro = moved_repro(&run.repro, &to);
+        }
+        run.dir = to.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if run.verdict() != claimed {
+            disagreed.push(format!(
+                "{}: summary.json said {}, its history judges {}",
+                run.dir,
+                format!("{claimed:?}").to_uppercase(),
+                format!("{:?}", run.verdict()).to_uppercase()
+            ));
+        }
+        Ok(run)
     }
 
     /// `report_dir/latest` -> this suite (replaced atomically; best effort where symlinks fail).
@@ -220,6 +279,53 @@ impl SuiteDir {
             let _ = std::fs::rename(&tmp, self.root.join("latest"));
         }
     }
+}
+
+/// What [`SuiteDir::merge`] wrote.
+#[derive(Debug)]
+pub struct Merged {
+    /// The merged suite's report page.
+    pub page: PathBuf,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// The runs whose summary.json verdict their history did not bear out (the history's stands).
+    pub disagreed: Vec<String>,
+}
+
+/// A name that stays inside the directory it is joined to: one component, no separator, not `.`
+/// or `..`.
+fn plain_name(name: &str) -> bool {
+    !matches!(name, "." | "..") && !name.contains(['/', '\\', '\0'])
+}
+
+/// `repro`, its run directory argument replaced by `to` (the merged copy), the program named as
+/// this process is: the rest of the line as it was.
+fn moved_repro(repro: &str, to: &Path) -> String {
+    let Some(at) = repro.find(" repro ") else { return repro.to_owned() };
+    let rest = &repro[at + " repro ".len()..];
+    let tail = skip_word(rest);
+    format!("{} {tail}", crate::command_line::command(["repro".to_owned(), to.display().to_string()]))
+        .trim_end()
+        .to_owned()
+}
+
+/// `line` after its first shell word (as [`crate::command_line::quoted`] writes one).
+fn skip_word(line: &str) -> &str {
+    let mut i = 0;
+    let b = line.as_bytes();
+    while i < b.len() && b[i] != b' ' {
+        if b[i] == b'\'' {
+            // A quoted run: to its closing quote.
+            i += 1;
+            while i < b.len() && b[i] != b'\'' {
+                i += 1;
+            }
+        } else if b[i] == b'\\' {
+            i += 1;
+        }
+        i += 1;
+    }
+    line.get(i..).unwrap_or("").trim_start()
 }
 
 /// Copies a run directory (files and subdirectories; symlinks are not followed).
@@ -250,7 +356,32 @@ fn caller_commit() -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::utc;
+    use super::{moved_repro, plain_name, utc};
+
+    #[test]
+    fn a_merged_runs_repro_names_the_copy_and_keeps_the_rest_of_its_line() {
+        let to = std::path::Path::new("reports-out/20261207-150000/03-x");
+        let p = crate::command_line::program();
+        assert_eq!(
+            moved_repro("scripts/leasequake repro /w/.parallel-9/1/s/01-x --node-cmd 'nodes/a b/node'", to),
+            format!("{p} repro reports-out/20261207-150000/03-x --node-cmd 'nodes/a b/node'")
+        );
+        assert_eq!(
+            moved_repro(r"leasequake repro '/w/it'\''s dir/01-x' --node-cmd n", to),
+            format!("{p} repro reports-out/20261207-150000/03-x --node-cmd n")
+        );
+        assert_eq!(moved_repro("leasequake repro /w/01-x", to), format!("{p} repro reports-out/20261207-150000/03-x"));
+        // A line that replays no run directory (a simulated seed's) stays as it is.
+        assert_eq!(moved_repro("leasequake sim --seed 1", to), "leasequake sim --seed 1");
+    }
+
+    #[test]
+    fn only_a_plain_name_stays_inside_the_suite() {
+        assert!(plain_name("01-no-faults"));
+        for bad in ["..", ".", "../x", "a/b", "/etc", "a\\b", "a\0b"] {
+            assert!(!plain_name(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn utc_dates_are_civil_dates() {

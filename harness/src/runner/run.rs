@@ -15,7 +15,7 @@ use leasequake_reports::history::{
     EventKind, Header, HistoryLine, LeaseTimings, NodeCommand, NodeConfig, PipelineShape, Snapshot, HISTORY_VERSION,
     PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
 };
-use leasequake_reports::{CheckResult, Verdict};
+use leasequake_reports::CheckResult;
 use leasequake_toxiproxy::Client as ProxyClient;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -678,24 +678,20 @@ async fn drive(
         versions: BTreeMap::from([("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
         extended_ms,
         witness_gaps,
+        stopped: interrupt.reason().map(|r| format!("the run was stopped early: {r}; the history holds what was seen")),
         seal: None,
     }));
     let mut lines = lines.take();
     seal(&mut lines);
     write(&dir.join(HISTORY_FILE), &lines)?;
     opts.progress.phase("checking the history");
-    Ok((judge(&lines, dir, interrupt)?, extended_ms))
+    Ok((judge(&lines, dir)?, extended_ms))
 }
 
-/// The checker's verdict on the history (inconclusive at best if the run was stopped early),
-/// written to verdicts.json.
-fn judge(lines: &[HistoryLine], dir: &Path, interrupt: &Interrupt) -> Result<CheckResult, HarnessError> {
-    let mut result = check(lines);
-    if let Some(reason) = interrupt.reason() {
-        let why = format!("the run was stopped early: {reason}; the history holds what was seen");
-        result.inconclusive.insert(0, why);
-        result.verdict = result.verdict.combine(Verdict::Inconclusive);
-    }
+/// The checker's verdict on the history (inconclusive at best if the run was stopped early: its
+/// snapshot says so), written to verdicts.json.
+fn judge(lines: &[HistoryLine], dir: &Path) -> Result<CheckResult, HarnessError> {
+    let result = check(lines);
     let json = serde_json::to_vec_pretty(&result)
         .map_err(|e| HarnessError::History { path: dir.to_path_buf(), detail: e.to_string() })?;
     write_atomically(&dir.join(VERDICTS_FILE), &json)?;

@@ -434,6 +434,7 @@ impl World {
             extended_ms: None,
             versions: [("harness".to_owned(), env!("CARGO_PKG_VERSION").to_owned())].into(),
             witness_gaps: Vec::new(),
+            stopped: None,
             seal: None,
         }));
         let mut lines = self.rec.take();

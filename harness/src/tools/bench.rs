@@ -485,6 +485,7 @@ pub fn synthetic_history(n: usize) -> Vec<HistoryLine> {
         extended_ms: None,
         versions: Default::default(),
         witness_gaps: Vec::new(),
+        stopped: None,
         seal: None,
     }));
     crate::history::seal(&mut h);

@@ -115,3 +115,76 @@ fn report_merge_keeps_every_run_renumbered_with_its_files_and_the_worst_verdict(
     assert!(err.contains("is") && err.contains("a suite directory"), "{err}");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A suite holding one real run: the simulation's kept sample seed (a history, its verdicts and
+/// scenario), as `leasequake sim` wrote it.
+fn simulated_suite(root: &std::path::Path) -> std::path::PathBuf {
+    let out = root.join("sim");
+    let (code, stdout, err) =
+        leasequake(&["sim", "--seeds", "1", "--virtual-s", "10", "--report-dir", out.to_str().unwrap()], &checkout());
+    assert_eq!(code, Some(0), "{stdout}{err}");
+    std::fs::canonicalize(out.join("latest")).unwrap()
+}
+
+fn rewrite_summary(dir: &std::path::Path, change: impl FnOnce(&mut Suite)) {
+    let path = dir.join("summary.json");
+    let mut suite: Suite = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    change(&mut suite);
+    std::fs::write(&path, serde_json::to_vec(&suite).unwrap()).unwrap();
+}
+
+#[test]
+fn report_merge_judges_every_run_again_from_its_history_and_trusts_no_summary() {
+    let root = std::env::temp_dir().join(format!("lq-merge-judged-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let sim = simulated_suite(&root);
+    let merge = |suite: &std::path::Path| {
+        let out = root.join("merged");
+        let (code, stdout, err) =
+            leasequake(&["report", "merge", suite.to_str().unwrap(), "--report-dir", out.to_str().unwrap()], &root);
+        let merged: Option<Suite> =
+            std::fs::read(out.join("latest/summary.json")).ok().map(|b| serde_json::from_slice(&b).unwrap());
+        (code, stdout, err, merged)
+    };
+    // A summary that says FAIL where the history passes: the history's PASS stands, and the
+    // disagreement is named.
+    rewrite_summary(&sim, |s| {
+        s.verdict = Verdict::Fail;
+        s.scenarios[0].result.as_mut().unwrap().verdict = Verdict::Fail;
+    });
+    let (code, stdout, err, merged) = merge(&sim);
+    assert_eq!(code, Some(0), "{stdout}{err}");
+    assert!(err.contains("summary.json said FAIL, its history judges PASS"), "{err}");
+    let merged = merged.unwrap();
+    let run = &merged.scenarios[0];
+    // The copy holds its history and the verdicts judged now; a seed's replay stays as it was (a
+    // container run's `repro RUN_DIR` is pointed at the copy: the unit tests of `moved_repro`).
+    let copy = root.join("merged/latest").join(&run.dir);
+    assert!(run.repro.contains("sim --seed 1"), "{}", run.repro);
+    assert!(copy.join("history.jsonl").is_file() && copy.join("verdicts.json").is_file());
+    // A damaged history under a summary that says PASS: inconclusive.
+    rewrite_summary(&sim, |s| {
+        s.verdict = Verdict::Pass;
+        s.scenarios[0].result.as_mut().unwrap().verdict = Verdict::Pass;
+    });
+    // The copy keeps its run's name, the seed in it, renumbered.
+    assert_eq!(run.dir, "01-recommended-seed-1");
+    let history = sim.join(&run.dir).join("history.jsonl");
+    let text = std::fs::read_to_string(&history).unwrap();
+    let second = text.lines().nth(1).unwrap();
+    std::fs::write(&history, text.replacen(second, "", 1)).unwrap();
+    let (code, stdout, err, _) = merge(&sim);
+    assert_eq!(code, Some(3), "{stdout}{err}");
+    assert!(err.contains("summary.json said PASS, its history judges INCONCLUSIVE"), "{err}");
+    // A summary whose run directory leaves the suite: refused, exit 2, nothing copied.
+    rewrite_summary(&sim, |s| s.scenarios[0].dir = "../../etc".into());
+    let (code, _, err, _) = merge(&sim);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is no plain name inside the suite"), "{err}");
+    // A verdict with no run directory to judge it by: inconclusive, never the claimed PASS.
+    rewrite_summary(&sim, |s| s.scenarios[0].dir = String::new());
+    let (code, stdout, err, _) = merge(&sim);
+    assert_eq!(code, Some(3), "{stdout}{err}");
+    std::fs::remove_dir_all(&root).unwrap();
+}

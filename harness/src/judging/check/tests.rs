@@ -186,6 +186,7 @@ impl H {
             extended_ms: None,
             versions: Default::default(),
             witness_gaps: Vec::new(),
+            stopped: None,
             seal: None,
         }));
         crate::history::seal(&mut self.lines);
@@ -218,6 +219,21 @@ fn a_clean_history_passes_every_property() {
         let want = if na { PropertyStatus::NotApplicable } else { PropertyStatus::Held };
         assert_eq!(p.status, want, "{p:?}");
     }
+}
+
+#[test]
+fn a_history_whose_snapshot_says_the_run_was_stopped_is_inconclusive_and_the_seal_keeps_it_said() {
+    let mut h = H::new().round("n1", 1).round("n2", 2).end();
+    let Some(HistoryLine::Snapshot(s)) = h.last_mut() else { panic!("no snapshot") };
+    s.stopped = Some("the run was stopped early: Ctrl-C".into());
+    crate::history::seal(&mut h);
+    let r = check(&h);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r:#?}");
+    assert!(r.inconclusive.iter().any(|i| i.contains("stopped early: Ctrl-C")), "{:?}", r.inconclusive);
+    // Taking the word out of a sealed history is damage, never a pass.
+    let Some(HistoryLine::Snapshot(s)) = h.last_mut() else { panic!("no snapshot") };
+    s.stopped = None;
+    assert_eq!(check(&h).verdict, Verdict::Inconclusive);
 }
 
 #[test]

@@ -139,7 +139,12 @@ async fn wait_all(children: Vec<(PathBuf, Child)>) -> Result<(Vec<Option<i32>>, 
 /// One suite of the children's, its tally and verdict printed.
 fn merge(report_dir: &Path, suites: &[PathBuf], n: u32, work: &Path) -> Exit {
     let (page, verdict) = match SuiteDir::merge(report_dir, suites) {
-        Ok(v) => v,
+        Ok(m) => {
+            for d in &m.disagreed {
+                eprintln!("warning: {d}: the history's verdict stands");
+            }
+            (m.page, m.verdict)
+        }
         Err(e) => {
             eprintln!("error: cannot merge the parallel runs' suites: {e}");
             return Exit::Inconclusive;

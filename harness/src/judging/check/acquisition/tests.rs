@@ -43,6 +43,7 @@ impl H {
             versions: Default::default(),
             extended_ms: None,
             witness_gaps: Vec::new(),
+            stopped: None,
             seal: None,
         }));
         crate::history::seal(&mut self.lines);

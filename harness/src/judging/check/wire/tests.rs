@@ -168,6 +168,7 @@ impl W {
             versions: Default::default(),
             extended_ms: None,
             witness_gaps: vec![],
+            stopped: None,
             seal: None,
         }));
         crate::history::seal(&mut lines);
