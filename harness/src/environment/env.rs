@@ -281,8 +281,59 @@ fn heard(view: &str, within_ms: u64) -> bool {
     ms("last-ping-sent") == Some(0) && ms("last-ok-ping-reply").is_some_and(|ok| ok < within_ms)
 }
 
+/// A Docker error as what really happened, with the fix that fits it: the daemon gone is not a
+/// port another program took, and neither is a request the daemon refused.
 fn docker_err(what: &str, e: impl std::fmt::Display) -> HarnessError {
-    HarnessError::DockerUnavailable { detail: format!("{what}: {e}") }
+    let e = e.to_string();
+    match DockerTrouble::of(&e) {
+        DockerTrouble::PortTaken => HarnessError::Environment {
+            detail: format!(
+                "{what}: {e}. A port Docker picked on 127.0.0.1 was taken by another program as the container started \
+                 ({PORT_TRIES} tries, each with a fresh port): the environment could not start, which says nothing of \
+                 the lease. Fix: run again, or find what takes ports (`ss -ltnp`)"
+            ),
+        },
+        DockerTrouble::Gone => HarnessError::DockerUnavailable { detail: format!("{what}: {e}") },
+        DockerTrouble::Refused => HarnessError::Environment {
+            detail: format!("{what}: the Docker daemon refused it: {e} (`leasequake doctor` checks the engine, the images and leftovers)"),
+        },
+    }
+}
+
+/// How many times a container whose published port was taken is created again.
+const PORT_TRIES: u32 = 3;
+
+/// What a Docker error says happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DockerTrouble {
+    /// A port it published was taken meanwhile (a transient clash: retried).
+    PortTaken,
+    /// The daemon cannot be reached any more.
+    Gone,
+    /// The daemon answered, refusing the request.
+    Refused,
+}
+
+impl DockerTrouble {
+    fn of(e: &str) -> Self {
+        let e = e.to_ascii_lowercase();
+        if e.contains("address already in use") || e.contains("port is already allocated") {
+            Self::PortTaken
+        } else if [
+            "error trying to connect",
+            "connection refused",
+            "connection reset",
+            "broken pipe",
+            "no such file or directory (os error",
+        ]
+        .iter()
+        .any(|m| e.contains(m))
+        {
+            Self::Gone
+        } else {
+            Self::Refused
+        }
+    }
 }
 
 impl Environment {
@@ -429,7 +480,29 @@ impl Environment {
         Ok(())
     }
 
+    /// Creates and starts `spec`'s container; a port clash (another program took the port Docker
+    /// picked, between its pick and the bind) removes it and tries again with a fresh port.
     async fn start(&self, spec: &Spec<'_>) -> Result<String, HarnessError> {
+        let mut attempt = 1;
+        loop {
+            match self.start_once(spec).await {
+                Err((id, e)) if attempt < PORT_TRIES && DockerTrouble::of(&e) == DockerTrouble::PortTaken => {
+                    tracing::warn!(role = spec.role, attempt, error = %e, "a published port was taken: the container is created again");
+                    if let Some(id) = id {
+                        let opts = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
+                        let _ = self.docker.remove_container(&id, Some(opts)).await;
+                    }
+                    attempt += 1;
+                }
+                Err((_, e)) => return Err(docker_err(&format!("cannot start {}", spec.role), e)),
+                Ok(id) => return Ok(id),
+            }
+        }
+    }
+
+    /// One try of [`Self::start`]: the container's id, or the error with the id of what was
+    /// created before it.
+    async fn start_once(&self, spec: &Spec<'_>) -> Result<String, (Option<String>, String)> {
         let (role, cmd, nets, publish) = (spec.role, &spec.cmd, &spec.nets, &spec.publish);
         let bindings: HashMap<String, Option<Vec<PortBinding>>> = publish
             .iter()
@@ -468,7 +541,7 @@ impl Environment {
             .docker
             .create_container(Some(options), body)
             .await
-            .map_err(|e| docker_err(&format!("cannot create {role}"), e))?
+            .map_err(|e| (None, format!("creating it: {e}")))?
             .id;
         for net in &nets[1..] {
             let req = NetworkConnectRequest {
@@ -478,10 +551,12 @@ impl Environment {
             self.docker
                 .connect_network(&self.network(net), req)
                 .await
-                .map_err(|e| docker_err(&format!("cannot connect {role}"), e))?;
+                .map_err(|e| (Some(id.clone()), format!("connecting it to {net}: {e}")))?;
         }
-        self.docker.start_container(&id, None).await.map_err(|e| docker_err(&format!("cannot start {role}"), e))?;
-        Ok(id)
+        match self.docker.start_container(&id, None).await {
+            Ok(()) => Ok(id),
+            Err(e) => Err((Some(id), e.to_string())),
+        }
     }
 
     async fn published(&self, role: &str) -> Result<BTreeMap<u16, u16>, HarnessError> {
@@ -1047,6 +1122,34 @@ async fn remove_matching(docker: &Docker, filter: &str, only_dead: bool) -> Resu
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_docker_error_says_what_happened_and_the_fix_that_fits_it() {
+        use super::{docker_err, DockerTrouble};
+        use crate::error::HarnessError;
+        // As Docker 20.10 words them (a port clash seen in a run; the daemon's socket gone).
+        let clash = "Docker responded with status code 500: driver failed programming external connectivity on \
+                     endpoint lq-1a2b3c4d-proxy: Error starting userland proxy: listen tcp4 127.0.0.1:41235: bind: \
+                     address already in use";
+        let allocated =
+            "Docker responded with status code 500: Bind for 127.0.0.1:41235 failed: port is already allocated";
+        let gone = "error trying to connect: No such file or directory (os error 2)";
+        let refused = "Docker responded with status code 404: No such image: leasequake/redis:abc";
+        assert_eq!(DockerTrouble::of(clash), DockerTrouble::PortTaken);
+        assert_eq!(DockerTrouble::of(allocated), DockerTrouble::PortTaken);
+        assert_eq!(DockerTrouble::of(gone), DockerTrouble::Gone);
+        assert_eq!(DockerTrouble::of(refused), DockerTrouble::Refused);
+        let said = |e: &str| docker_err("cannot start proxy", e).to_string();
+        // A port clash is not "start Docker": the daemon is running.
+        assert!(!said(clash).contains("systemctl start docker") && said(clash).contains("ss -ltnp"), "{}", said(clash));
+        assert!(said(gone).contains("systemctl start docker"), "{}", said(gone));
+        assert!(
+            !said(refused).contains("systemctl start docker") && said(refused).contains("refused"),
+            "{}",
+            said(refused)
+        );
+        assert!(matches!(docker_err("x", gone), HarnessError::DockerUnavailable { .. }));
+    }
+
     #[test]
     fn a_sentinel_master_field_is_the_line_after_its_name() {
         let answer = "name\nleasequake\nflags\nmaster\nlast-ok-ping-reply\n412\nnum-slaves\n1\n";
