@@ -4,7 +4,7 @@
 //! times are used for metrics, liveness, and for naming the faults in effect at a violation.
 //! Linear in the history's length (a few hash maps, one sort of acquisitions).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use acquisition::Ends;
 use leasequake_reports::history::{
@@ -154,7 +154,7 @@ pub fn check_sealed_here(history: &[HistoryLine]) -> CheckResult {
 
 fn judge(history: &[HistoryLine], digest: integrity::Digest) -> CheckResult {
     let mut inconclusive = Vec::new();
-    let Lines { header, snapshot, audit, nodes, faults, observer, environment, wire, model } =
+    let Lines { header, snapshot, audit, nodes, faults, observer, environment, wire, model, garbled } =
         Lines::sort(history, &mut inconclusive);
     match header {
         None => inconclusive.push("the history has no header line".into()),
@@ -206,7 +206,7 @@ fn judge(history: &[HistoryLine], digest: integrity::Digest) -> CheckResult {
         wire::within_validity(&on_wire, &windows),
         wire::keeps_renewing(&on_wire, &schedule, &faults, &windows),
         wire::after_end(&on_wire, &schedule, &windows),
-        wire::testimony(&on_wire, &nodes, &windows),
+        wire::testimony(&on_wire, (&nodes, &garbled), &windows),
     ] {
         if p.status == PropertyStatus::Inconclusive {
             inconclusive.push(format!("{}: {}", p.name, p.sentence));
@@ -240,6 +240,8 @@ struct Lines<'a> {
     environment: Vec<&'a EnvEvent>,
     wire: Vec<&'a WireRecord>,
     model: Vec<&'a ModelRecord>,
+    /// The nodes that sent a line the harness refused: what they reported is not all here.
+    garbled: BTreeSet<&'a str>,
 }
 
 impl<'a> Lines<'a> {
@@ -255,6 +257,7 @@ impl<'a> Lines<'a> {
             environment: vec![],
             wire: vec![],
             model: vec![],
+            garbled: BTreeSet::new(),
         };
         for line in history {
             match line {
@@ -268,12 +271,15 @@ impl<'a> Lines<'a> {
                     sent_ns: if event.mono_ns == 0 { *received_ns } else { event.mono_ns },
                     kind: &event.kind,
                 }),
-                HistoryLine::Garbage { node, raw, why, .. } => inconclusive.push(format!(
-                    "node {} sent a line that is not a protocol event ({}): {}",
-                    printable(node),
-                    printable(why),
-                    printable(raw)
-                )),
+                HistoryLine::Garbage { node, raw, why, .. } => {
+                    l.garbled.insert(node);
+                    inconclusive.push(format!(
+                        "node {} sent a line that is not a protocol event ({}): {}",
+                        printable(node),
+                        printable(why),
+                        printable(raw)
+                    ));
+                }
                 HistoryLine::Fault(f) => l.faults.push(f),
                 HistoryLine::Observer(o) => l.observer.push(o),
                 HistoryLine::Environment(e) => l.environment.push(e),

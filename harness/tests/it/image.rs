@@ -138,7 +138,7 @@ async fn the_store_image_serves_the_store_api() {
     let addr = format!("127.0.0.1:{port}");
     let (status, body) =
         answered(async || leasequake_toxiproxy::http::exchange(&addr, "GET", "/v1/health", None).await).await;
-    assert_eq!((status, body.as_str()), (200, r#"{"audit_seq":0,"ok":true}"#));
+    assert_eq!((status, body.as_str()), (200, r#"{"audit_seq":0,"model_seq":0,"ok":true}"#));
 }
 
 #[tokio::test]

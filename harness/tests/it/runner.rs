@@ -345,12 +345,14 @@ fn a_missing_expected_failure_fails_with_exit_1_and_a_repro_line() {
 }
 
 #[test]
-fn a_slowed_node_that_a_crash_killed_heals_as_gone_not_as_a_failed_heal() {
+fn a_slowed_node_that_a_crash_killed_is_slowed_on_its_model_link_and_heals_there() {
     // Seen in the nightly (seeded-random-mix): slow_model on n3 delivered just after a crash
     // killed n3; its heal then found no process to tell and the run was called inconclusive,
-    // though the slowness had died with the process. Here the slowness is delivered to n1 a
-    // second after the crash; its probe waits out its bound (about 4.4 s: no model call from a
-    // dead node), so it heals at about 6.4 s, before the crash's heal restarts n1 at 8 s.
+    // though the slowness had died with the process. A node that calls the model service
+    // (protocol 4, as the reference node does) is slowed on its model link instead: the proxy is
+    // there whether the process is or not, so the fault is verified by a probe through the link
+    // a second after the crash and healed by removing the toxic, before the crash's heal
+    // restarts n1 at 8 s.
     let (file, dir) = scenario("slowed-then-gone", "", "");
     let text = std::fs::read_to_string(&file).unwrap().replace("duration_s = 9", "duration_s = 14");
     let faults = "\n[[faults]]\nkind = \"crash\"\ntarget = \"n1\"\nat_s = 1\nduration_s = 7\n\
@@ -359,16 +361,18 @@ fn a_slowed_node_that_a_crash_killed_heals_as_gone_not_as_a_failed_heal() {
     let (code, out) = run_file(&file, &dir, &[]);
     assert_eq!(code, Some(0), "{out}");
     let run_dir = run_dirs(&dir).pop().unwrap();
-    let history = std::fs::read_to_string(run_dir.join("history.jsonl")).unwrap();
-    let healed = history
-        .lines()
-        .filter_map(|l| serde_json::from_str::<HistoryLine>(l).ok())
-        .find_map(|l| match l {
-            HistoryLine::Fault(f) if f.id == 2 && f.phase == FaultPhase::Healed => Some(f.detail),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("fault 2 was not healed: {out}"));
-    assert!(healed.contains("is gone (crashed while the fault was in effect)"), "{healed}");
+    let detail = |phase: FaultPhase| {
+        history(&run_dir)
+            .into_iter()
+            .find_map(|l| match l {
+                HistoryLine::Fault(f) if f.id == 2 && f.phase == phase => Some(f.detail),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("fault 2 has no {phase:?} line: {out}"))
+    };
+    let verified = detail(FaultPhase::Verified);
+    assert!(verified.contains("a probe through the model link answered"), "{verified}");
+    assert_eq!(detail(FaultPhase::Healed), "toxic removed");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

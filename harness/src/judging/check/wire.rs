@@ -51,6 +51,12 @@ pub(super) struct NodeWire<'a> {
     /// Lease commands (or bytes) the witness could not read, with why (the first few).
     pub unread: Vec<String>,
     pub unread_count: u64,
+    /// Its Redis commands on other keys than the lease key and the fence counter.
+    other: Vec<&'a WireRecord>,
+    /// Where the wire shows this node keeping its lease instead, when not under the lease key:
+    /// a token its acts carry, set on another key. The witness follows one key, so this node's
+    /// lease is not judged from the wire (not failed: its acquisitions are not missing).
+    pub elsewhere: Option<String>,
 }
 
 /// A lease command and what it did.
@@ -122,6 +128,7 @@ pub(super) fn read<'a>(
     }
     for n in out.values_mut() {
         n.settle();
+        n.elsewhere = n.lease_elsewhere(&lease);
     }
     let gaps = snapshot.map(|s| s.witness_gaps.clone()).unwrap_or_default();
     View { absent, nodes: out, gaps }
@@ -139,14 +146,15 @@ impl<'a> NodeWire<'a> {
     fn add(&mut self, r: &'a WireRecord, (lease, fence): (&str, &str), scripts: &Scripts) {
         match &r.request {
             WireRequest::Unreadable { why } => self.note_unread(r, why),
-            WireRequest::Redis { .. } => {
-                if let Some(c) = classify(r, lease, fence, scripts) {
+            WireRequest::Redis { .. } => match classify(r, lease, fence, scripts) {
+                Some(c) => {
                     if let Some(why) = c.unread.as_deref().filter(|_| c.op == LeaseOp::Unknown) {
                         self.note_unread(r, why);
                     }
                     self.cmds.push(Cmd { rec: r, c });
                 }
-            }
+                None => self.other.push(r),
+            },
             WireRequest::Http { method, path, token, call, batch, .. } if method == "POST" => {
                 let what = format!("{} POST {}", r.link_kind(), printable(path));
                 let (call, batch) = (*call, *batch);
@@ -178,6 +186,29 @@ impl<'a> NodeWire<'a> {
             })
             .collect();
         self.decisions();
+    }
+
+    /// A token this node's acts carry that no acquisition of the lease key gave it, and the other
+    /// key the wire shows it set on (first seen): the node keeps its lease where the witness does
+    /// not follow it. A token set nowhere stays the node's to answer for (an act without a lease).
+    fn lease_elsewhere(&self, lease: &str) -> Option<String> {
+        let acquired = |t: &str| self.acqs.iter().any(|a| a.token == t);
+        let token = self.acts.iter().filter_map(|a| a.token).find(|t| !t.is_empty() && !acquired(t))?;
+        let set = self.other.iter().find(|r| match &r.request {
+            WireRequest::Redis { args } => args.iter().skip(2).any(|a| a == token),
+            _ => false,
+        })?;
+        let WireRequest::Redis { args } = &set.request else { return None };
+        let key = args.get(1).map_or("", String::as_str);
+        Some(format!(
+            "its token {} is set on key {} ({} seq {}), not on the lease key {}: a lease kept under another key \
+             is declared in `hello` (lease_key, protocol 3; docs/node-protocol.md)",
+            printable(token),
+            printable(key),
+            set.link,
+            set.seq,
+            printable(lease)
+        ))
     }
 
     /// The acquisitions and the validity points, walking the lease commands in send order.

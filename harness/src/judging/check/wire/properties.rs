@@ -72,6 +72,9 @@ pub(super) fn unjudged<'v>(view: &'v View) -> (Vec<String>, HashSet<&'v str>) {
         why.push(format!("witness records missing ({gap})"));
     }
     for (node, n) in &view.nodes {
+        if let Some(elsewhere) = n.elsewhere.as_deref().filter(|_| skip.insert(node)) {
+            why.push(format!("{node}: {elsewhere}"));
+        }
         if n.unread_count > 0 && skip.insert(node) {
             why.push(format!(
                 "{node}: {} command(s) the witness could not read, e.g. {}",

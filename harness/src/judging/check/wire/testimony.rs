@@ -4,7 +4,7 @@
 //! request (a node reads its clock before it sends). A node whose reports are wrong is named, so
 //! a bug in its instrumentation cannot hide a bug in its lease.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use leasequake_reports::history::EventKind;
 use leasequake_reports::wire::WireRecord;
@@ -38,9 +38,20 @@ fn seen(r: &WireRecord, what: &str) -> Evidence {
 }
 
 /// `testimony`.
-pub(crate) fn testimony(view: &View, nodes: &[NodeLine], faults: &Faults) -> PropertyResult {
+/// A node that sent lines the harness refused (`garbled`) is not judged: what it reported is not
+/// all in the history, so a call it reported in a refused line would read as one it hid.
+pub(crate) fn testimony(
+    view: &View,
+    (nodes, garbled): (&[NodeLine], &BTreeSet<&str>),
+    faults: &Faults,
+) -> PropertyResult {
     let mut judge = Judge::new("testimony");
-    let (skipped, skip) = super::properties::unjudged(view);
+    let (mut skipped, mut skip) = super::properties::unjudged(view);
+    for node in garbled.iter().filter(|n| view.nodes.contains_key(**n)) {
+        if skip.insert(node) {
+            skipped.push(format!("{node} sent lines that are not protocol events: its reports are not all here"));
+        }
+    }
     let mut reported_calls: HashSet<(&str, &str, u64)> = HashSet::new();
     // The store calls each node says the store answered: those must have gone out. A call
     // reported sent and then held (a sync point the run ended at) or lost may never have left.

@@ -417,3 +417,47 @@ fn wire_lines_in_a_history_of_an_older_version_are_damage() {
     assert_eq!(r.verdict, Verdict::Inconclusive);
     assert!(r.inconclusive.iter().any(|i| i.contains("only history version 7")), "{:?}", r.inconclusive);
 }
+
+#[test]
+fn a_node_that_sent_lines_the_harness_refused_is_not_called_a_liar_by_testimony() {
+    // Its report of store call 2 is among the lines refused (a token its protocol's rule refuses):
+    // the call looks unreported, yet it was reported. The run is inconclusive for the garbage.
+    let t = "n1/1/0/a";
+    let base = || {
+        W::new()
+            .acquire("n1", t, 0, 10)
+            .event("n1", 11, EventKind::Acquired { token: t.into(), fence: 1, sent_ns: Some(0) })
+            .store("n1", t, 2, 700, 710)
+    };
+    violated(&base().judge("testimony"), "without reporting it");
+    let mut garbled = base();
+    garbled.lines.push(HistoryLine::Garbage {
+        node: "n1".into(),
+        received_ns: 711 * MS,
+        raw: r#"{"type":"store_call_sent","call":2}"#.into(),
+        why: "token does not start with the node's name".into(),
+    });
+    let r = check(&garbled.history());
+    let p = r.properties.iter().find(|p| p.name == "testimony").unwrap();
+    assert_eq!(p.status, PropertyStatus::Inconclusive, "{p:?}");
+    assert!(p.sentence.contains("n1 sent lines that are not protocol events"), "{p:?}");
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
+}
+
+#[test]
+fn a_lease_kept_under_another_key_is_not_judged_from_the_wire_and_a_token_set_nowhere_fails() {
+    // The node's token is set on a key the witness does not follow: it acted under a lease, just
+    // not one on the lease key. Without that SET, it acted under no lease at all: a violation.
+    let t = "lock:5e1f:0";
+    let nowhere = || W::new().model_calls("n1", t, (110, 400, 30, 20));
+    violated(&nowhere().judge("wire_within_validity"), "with no acquisition on the wire before it");
+    let elsewhere =
+        nowhere().redis("n1", 100, &["SET", "lock:job", t, "NX", "PX", "1500"], Resp::Simple("OK".into()), 105);
+    let r = check(&elsewhere.history());
+    for name in ["wire_within_validity", "wire_after_end"] {
+        let p = r.properties.iter().find(|p| p.name == name).unwrap();
+        assert_eq!(p.status, PropertyStatus::Inconclusive, "{p:?}");
+        assert!(p.sentence.contains("is set on key lock:job (n1-redis seq 1)"), "{p:?}");
+    }
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
+}
