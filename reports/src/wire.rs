@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 pub mod classify;
 mod lua;
 
-pub use classify::{classify, touches, Classified, LeaseOp, Outcome, Scripts};
+pub use classify::{classify, lease_op, touches, Classified, LeaseOp, Outcome, Scripts};
 
 /// The longest argument kept, in bytes (the rest is cut, with `…` appended).
 pub const ARG_MAX: usize = 512;
@@ -90,6 +90,10 @@ pub struct WireRecord {
     /// The proxy held the request (a `hold` toxic: a stalled renewal) before it went on.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
+    /// The proxy dropped its reply on purpose and closed the connection (an aimed
+    /// `lose_replies`): the command ran, the node never heard.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lost: bool,
 }
 
 impl WireRecord {

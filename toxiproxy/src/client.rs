@@ -126,6 +126,12 @@ impl ToxicSpec {
     pub fn hold(key: &str) -> Self {
         Self::new("hold", Stream::Upstream, serde_json::json!({ "key": key }))
     }
+    /// Loses the reply to the client's next `command` (`acquire`, `renew` or `release`) of `key`,
+    /// once: the command runs, its reply is dropped and its connection closed. An extension of
+    /// this server's: the official Toxiproxy refuses the type.
+    pub fn lose_reply(key: &str, command: &str) -> Self {
+        Self::new("lose_reply", Stream::Downstream, serde_json::json!({ "key": key, "command": command }))
+    }
     /// Names the toxic (default `<type>_<stream>`).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();

@@ -118,6 +118,25 @@ impl Pump {
         }
     }
 
+    /// A client's requests under a `lose_reply`: the first one aimed at, if the toxic has not
+    /// fired yet, is the one whose reply this connection loses.
+    fn arm_lose(&self, done: &[(isize, u64)]) {
+        let toxics = self.toxics.borrow().clone();
+        let Some(t) = toxics.iter().find(|t| t.effect == Effect::LoseReply) else { return };
+        let Some(aim) = &t.aim else { return };
+        let log = self.log();
+        if let Some((_, seq)) = done.iter().find(|(_, seq)| log.aimed(*seq, aim)) {
+            if t.fired.fire() {
+                self.witness.lock().unwrap_or_else(std::sync::PoisonError::into_inner).lose(*seq);
+            }
+        }
+    }
+
+    /// Where a chunk from upstream begins the reply this connection must lose, if it does.
+    fn lost_from(&self, data: &[u8]) -> Option<usize> {
+        self.witness.lock().unwrap_or_else(std::sync::PoisonError::into_inner).lost_from(data)
+    }
+
     fn log(&self) -> std::sync::Arc<crate::witness::Log> {
         self.witness.lock().unwrap_or_else(std::sync::PoisonError::into_inner).log().clone()
     }
@@ -134,7 +153,7 @@ impl Pump {
             Some(0)
         } else {
             let aim = aim?;
-            done.iter().find(|(start, seq)| *start >= 0 && log.renews(*seq, &aim.key)).map(|(s, _)| s.unsigned_abs())
+            done.iter().find(|(start, seq)| *start >= 0 && log.aimed(*seq, aim)).map(|(s, _)| s.unsigned_abs())
         }?;
         for (_, seq) in
             done.iter().filter(|(start, _)| *start >= isize::try_from(from).unwrap_or(isize::MAX) || self.holding)
@@ -221,6 +240,16 @@ impl Pump {
                         continue; // the timeout toxic drops data
                     }
                     let received = Instant::now();
+                    if self.stream == Stream::Upstream {
+                        self.arm_lose(&done);
+                    } else if let Some(from) = self.lost_from(&buf[..n]) {
+                        // What came before the lost reply goes on; the reply and the rest are
+                        // dropped and the connection closed.
+                        let forwarded = if from == 0 { Ok(mono_ns()) } else { self.forward(&active, &buf[..from], received, &mut dst).await };
+                        self.witness(&buf[..from], forwarded.as_ref().ok().copied(), forwarded.is_ok());
+                        self.witness(&buf[from..n], None, false);
+                        break End::Close;
+                    }
                     let until = match self.hold_from(n, &done, hold.as_ref()) {
                         Some(from) => {
                             self.held.extend_from_slice(&buf[from..n]);

@@ -59,14 +59,54 @@ pub enum Effect {
     /// aimed at (`Toxic::aim`: a key's renewals) and everything after them on their connection,
     /// until the toxic is removed; then they go on, in order. Upstream only.
     Hold,
+    /// An extension of this server's: the reply to the first command aimed at (`Toxic::aim`: a
+    /// key's acquires, renewals or releases) that a client of this proxy sends once the toxic is
+    /// in place is dropped, and that connection closed; the command itself reaches the server and
+    /// runs. Once per toxic: later commands pass. Downstream only (it acts on a reply).
+    LoseReply,
 }
 
-/// What an aimed toxic acts on: the Redis commands that renew `key` (by the witness's reading of
-/// what a command does to a lease).
+/// What an aimed toxic acts on: the Redis commands that do `command` to the lease `key` (by the
+/// witness's reading of what a command does to a lease).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Aim {
     /// The lease key.
     pub key: String,
+    /// Which of its commands.
+    pub command: AimedCommand,
+}
+
+/// A lease command an aimed toxic acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AimedCommand {
+    /// An acquire (`SET NX`, or a script that sets the key to a token not yet holding it).
+    Acquire,
+    /// A renewal (`PEXPIRE`, `SET XX`, a script extending it, a set of the key to the token that
+    /// holds it).
+    Renew,
+    /// A release (`DEL`, a compare-and-delete script).
+    Release,
+}
+
+impl AimedCommand {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "acquire" => Some(Self::Acquire),
+            "renew" => Some(Self::Renew),
+            "release" => Some(Self::Release),
+            _ => None,
+        }
+    }
+
+    /// Its name in the API.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire",
+            Self::Renew => "renew",
+            Self::Release => "release",
+        }
+    }
 }
 
 /// The largest value of each attribute: an hour for times in ms, a minute for the slicer's µs,
@@ -91,8 +131,18 @@ pub fn addressable(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-const TYPES: [&str; 9] =
-    ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data", "noop", "hold"];
+const TYPES: [&str; 10] = [
+    "latency",
+    "bandwidth",
+    "slow_close",
+    "timeout",
+    "reset_peer",
+    "slicer",
+    "limit_data",
+    "noop",
+    "hold",
+    "lose_reply",
+];
 
 impl Effect {
     fn type_name(self) -> &'static str {
@@ -106,6 +156,7 @@ impl Effect {
             Effect::LimitData { .. } => "limit_data",
             Effect::Noop => "noop",
             Effect::Hold => "hold",
+            Effect::LoseReply => "lose_reply",
         }
     }
 
@@ -144,6 +195,7 @@ impl Effect {
             "limit_data" => Effect::LimitData { bytes: get("bytes")? },
             "noop" => Effect::Noop,
             "hold" => Effect::Hold,
+            "lose_reply" => Effect::LoseReply,
             _ => return Err(ApiError::InvalidToxicType),
         })
     }
@@ -158,7 +210,7 @@ impl Effect {
                 vec![("average_size", average_size), ("size_variation", size_variation), ("delay", delay)]
             }
             Effect::LimitData { bytes } => vec![("bytes", bytes)],
-            Effect::Noop | Effect::Hold => vec![],
+            Effect::Noop | Effect::Hold | Effect::LoseReply => vec![],
         };
         pairs.into_iter().map(|(k, v)| (k.to_owned(), Value::from(v))).collect()
     }
@@ -175,8 +227,29 @@ pub struct Toxic {
     pub toxicity: f32,
     /// What it does.
     pub effect: Effect,
-    /// The commands it acts on (`hold`), if it is aimed.
+    /// The commands it acts on (`hold`, `lose_reply`), if it is aimed.
     pub aim: Option<Aim>,
+    /// Whether a `lose_reply` has lost its one reply (shared by its copies; a toxic added anew
+    /// has a fresh one).
+    pub fired: Fired,
+}
+
+/// A once-only mark shared by a toxic's copies. Every two compare equal: it is state, not what
+/// the toxic is.
+#[derive(Debug, Clone, Default)]
+pub struct Fired(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Fired {
+    /// Sets the mark; whether this call was the one that set it.
+    pub fn fire(&self) -> bool {
+        !self.0.swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+}
+
+impl PartialEq for Fired {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl Toxic {
@@ -207,6 +280,9 @@ impl Toxic {
                 "a hold acts on the client's commands: its stream is upstream".into(),
             ));
         }
+        if effect == Effect::LoseReply && stream != Stream::Downstream {
+            return Err(ApiError::BadRequestBody("a lose_reply acts on a reply: its stream is downstream".into()));
+        }
         let name = match obj.get("name").and_then(Value::as_str) {
             Some(n) if !n.is_empty() => n.to_owned(),
             _ => format!("{kind}_{}", stream.as_str()),
@@ -216,7 +292,7 @@ impl Toxic {
                 "toxic name {name:?} must be 1 to 128 of letters, digits, '.', '_' and '-' (it is a path segment)"
             )));
         }
-        Ok(Self { name, stream, toxicity, effect, aim })
+        Ok(Self { name, stream, toxicity, effect, aim, fired: Fired::default() })
     }
 
     /// Applies a `PATCH /proxies/{proxy}/toxics/{toxic}` body: toxicity and attributes; the
@@ -230,7 +306,7 @@ impl Toxic {
         if let Some(Value::Object(given)) = obj.get("attributes") {
             let mut attrs = self.effect.attributes();
             if let Some(a) = &self.aim {
-                attrs.insert("key".into(), Value::from(a.key.clone()));
+                a.show(&mut attrs, self.effect);
             }
             attrs.extend(given.clone());
             next.effect = Effect::from_attributes(self.effect.type_name(), &attrs)?;
@@ -244,7 +320,7 @@ impl Toxic {
     pub fn to_json(&self) -> Value {
         let mut attributes = self.effect.attributes();
         if let Some(a) = &self.aim {
-            attributes.insert("key".into(), Value::from(a.key.clone()));
+            a.show(&mut attributes, self.effect);
         }
         serde_json::json!({
             "name": self.name,
@@ -256,18 +332,46 @@ impl Toxic {
     }
 }
 
-/// The aim of a `hold`: its `key` attribute, a string of 1 to 512 bytes.
+impl Aim {
+    /// Its attributes, as the API shows them (a hold's command is always `renew`: not shown).
+    fn show(&self, attrs: &mut Map<String, Value>, effect: Effect) {
+        attrs.insert("key".into(), Value::from(self.key.clone()));
+        if effect != Effect::Hold {
+            attrs.insert("command".into(), Value::from(self.command.as_str()));
+        }
+    }
+}
+
+/// The aim of a `hold` (its `key` attribute, a string of 1 to 512 bytes: the key's renewals) or
+/// of a `lose_reply` (`key` and `command`: `acquire`, `renew` or `release`).
 fn aim(kind: &str, attrs: &Map<String, Value>) -> Result<Option<Aim>, ApiError> {
-    if kind != "hold" {
+    if kind != "hold" && kind != "lose_reply" {
         return Ok(None);
     }
-    match attrs.get("key") {
-        Some(Value::String(k)) if (1..=512).contains(&k.len()) => Ok(Some(Aim { key: k.clone() })),
-        other => Err(ApiError::BadRequestBody(format!(
-            "attribute `key` of hold must be the lease key (a string of 1 to 512 bytes), got {}",
-            other.map_or("nothing".into(), Value::to_string)
-        ))),
-    }
+    let key = match attrs.get("key") {
+        Some(Value::String(k)) if (1..=512).contains(&k.len()) => k.clone(),
+        other => {
+            return Err(ApiError::BadRequestBody(format!(
+                "attribute `key` of {kind} must be the lease key (a string of 1 to 512 bytes), got {}",
+                other.map_or("nothing".into(), Value::to_string)
+            )))
+        }
+    };
+    let command = match (kind, attrs.get("command")) {
+        ("hold", None | Some(Value::Null)) => AimedCommand::Renew,
+        ("hold", Some(v)) => {
+            return Err(ApiError::BadRequestBody(format!(
+                "a hold is aimed at renewals: it takes no `command`, got {v}"
+            )))
+        }
+        (_, c) => c.and_then(Value::as_str).and_then(AimedCommand::parse).ok_or_else(|| {
+            ApiError::BadRequestBody(format!(
+                "attribute `command` of {kind} must be \"acquire\", \"renew\" or \"release\", got {}",
+                c.map_or("nothing".into(), Value::to_string)
+            ))
+        })?,
+    };
+    Ok(Some(Aim { key, command }))
 }
 
 fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {

@@ -13,7 +13,9 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasequake_reports::wire::{classify, recorded_command, LeaseOp, Scripts, WireRecord, WireReply, WireRequest};
+use leasequake_reports::wire::{lease_op, recorded_command, LeaseOp, Scripts, WireRecord, WireReply, WireRequest};
+
+use crate::toxic::{Aim, AimedCommand};
 use serde_json::{json, Value};
 
 mod http;
@@ -64,37 +66,24 @@ impl Log {
     }
 
     fn learn(&self, request: &WireRequest) {
-        let WireRequest::Redis { args } = request else { return };
-        let body = match (args.first().map(String::as_str), args.get(1).map(String::as_str)) {
-            (Some("EVAL" | "EVAL_RO"), Some(body)) => body,
-            (Some("SCRIPT"), Some(sub)) if sub.eq_ignore_ascii_case("LOAD") => match args.get(2) {
-                Some(body) => body,
-                None => return,
-            },
-            _ => return,
-        };
-        self.scripts.lock().unwrap_or_else(PoisonError::into_inner).insert(body);
+        self.scripts.lock().unwrap_or_else(PoisonError::into_inner).heard(request);
     }
 
-    /// Whether record `seq` renews `key`: a renewal, or a set of the key to a token this proxy's
-    /// client acquired it with (one script for both, as aioredlock's).
+    /// Whether record `seq` does `aim.command` to `aim.key` (`reports::wire::lease_op`: a command
+    /// that both acquires and renews is a renewal when this proxy's client acquired the key with
+    /// its token before, as aioredlock's one script does).
     #[must_use]
-    pub fn renews(&self, seq: u64, key: &str) -> bool {
+    pub fn aimed(&self, seq: u64, aim: &Aim) -> bool {
         let scripts = self.scripts.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let l = self.lock();
         let Some(at) = seq.checked_sub(l.first).and_then(|i| usize::try_from(i).ok()) else { return false };
-        let Some(c) = l.records.get(at).and_then(|r| classify(r, key, "", &scripts)) else { return false };
-        match c.op {
-            LeaseOp::Renew => true,
-            LeaseOp::AcquireOrRenew => l.records.iter().take(at).rev().any(|r| {
-                classify(r, key, "", &scripts).is_some_and(|e| {
-                    matches!(e.op, LeaseOp::Acquire | LeaseOp::AcquireOrRenew)
-                        && e.outcome == leasequake_reports::wire::Outcome::Done
-                        && e.token == c.token
-                })
-            }),
-            _ => false,
-        }
+        let Some(r) = l.records.get(at) else { return false };
+        let want = match aim.command {
+            AimedCommand::Acquire => LeaseOp::Acquire,
+            AimedCommand::Renew => LeaseOp::Renew,
+            AimedCommand::Release => LeaseOp::Release,
+        };
+        lease_op(r, l.records.iter().take(at), &aim.key, &scripts) == Some(want)
     }
 
     /// Marks record `seq` as held by the proxy.
@@ -123,12 +112,13 @@ impl Log {
         seq
     }
 
-    fn answer(&self, seq: u64, reply: WireReply, reply_ns: Option<u64>) {
+    fn answer(&self, seq: u64, reply: WireReply, reply_ns: Option<u64>, lost: bool) {
         let mut l = self.lock();
         let Some(i) = seq.checked_sub(l.first) else { return };
         if let Some(r) = usize::try_from(i).ok().and_then(|i| l.records.get_mut(i)) {
             r.reply = Some(reply);
             r.reply_ns = reply_ns;
+            r.lost = lost && reply_ns.is_none();
         }
     }
 
@@ -175,6 +165,8 @@ pub struct Conn {
     up_ns: u64,
     down: Vec<u8>,
     pending: VecDeque<u64>,
+    /// The request whose reply this connection must lose (`lose_reply`).
+    lose: Option<u64>,
 }
 
 impl Conn {
@@ -188,7 +180,40 @@ impl Conn {
             up_ns: 0,
             down: Vec::new(),
             pending: VecDeque::new(),
+            lose: None,
         }
+    }
+
+    /// Marks request `seq` (this connection's) as the one whose reply is lost.
+    pub fn lose(&mut self, seq: u64) {
+        self.lose = Some(seq);
+    }
+
+    /// Where in `data` (bytes from upstream, not yet handed to [`Self::answered`]) the reply to
+    /// the request this connection must lose begins (0 when it began in an earlier chunk);
+    /// `None` when there is none to lose or it does not begin before `data` ends.
+    #[must_use]
+    pub fn lost_from(&self, data: &[u8]) -> Option<usize> {
+        let seq = self.lose?;
+        if self.proto != Proto::Resp {
+            return None;
+        }
+        let before = self.pending.iter().position(|s| *s == seq)?;
+        let mut buf = self.down.clone();
+        buf.extend_from_slice(data);
+        let (mut at, mut replies) = (0, 0);
+        // Bounded by `buf`: every turn consumes a frame or returns.
+        while replies < before {
+            match resp::reply(&buf[at..]) {
+                Frame::Done(v, used) => {
+                    at += used;
+                    replies += usize::from(v.is_some());
+                }
+                Frame::Partial | Frame::Bad(_) => return None,
+            }
+        }
+        let from = at.saturating_sub(self.down.len());
+        (from < data.len()).then_some(from)
     }
 
     /// Bytes the client sent, read at `at_ns`; `forwarded`: whether they went on upstream.
@@ -253,6 +278,7 @@ impl Conn {
             reply_ns: None,
             reply: None,
             held: false,
+            lost: false,
         });
         self.pending.push_back(seq);
         seq
@@ -284,7 +310,7 @@ impl Conn {
             self.down.drain(..used);
             if let Some(reply) = reply {
                 match self.pending.pop_front() {
-                    Some(seq) => self.log.answer(seq, reply, delivered_ns),
+                    Some(seq) => self.log.answer(seq, reply, delivered_ns, self.lose == Some(seq)),
                     None => return self.stop("a reply to no request".into(), delivered_ns.unwrap_or_else(mono_ns)),
                 }
             }

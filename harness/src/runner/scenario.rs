@@ -231,6 +231,42 @@ pub enum Direction {
     Both,
 }
 
+/// The lease command an aimed `lose_replies` loses the reply of: the target node's next one, as
+/// the witness reads it off the node's Redis link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aimed {
+    /// The next acquire (`SET NX`, or a script that takes a free key).
+    Acquire,
+    /// The next renewal (`PEXPIRE`, a script extending the key, a set to the holding token).
+    Renewal,
+    /// The next release (`DEL`, a compare-and-delete script).
+    Release,
+}
+
+impl Aimed {
+    /// The command as the wire reads it.
+    #[must_use]
+    pub fn op(self) -> leasequake_reports::wire::LeaseOp {
+        use leasequake_reports::wire::LeaseOp;
+        match self {
+            Self::Acquire => LeaseOp::Acquire,
+            Self::Renewal => LeaseOp::Renew,
+            Self::Release => LeaseOp::Release,
+        }
+    }
+
+    /// Its name in a scenario file.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire",
+            Self::Renewal => "renewal",
+            Self::Release => "release",
+        }
+    }
+}
+
 /// How a partition cuts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -269,6 +305,9 @@ pub struct Fault {
     pub jitter_ms: Option<u64>,
     /// `slow_redis`: which way the latency acts (`replies`, `requests`, `both`).
     pub direction: Option<Direction>,
+    /// `lose_replies`: lose only the reply of the node's next such lease command (`acquire`,
+    /// `renewal`, `release`), read off its Redis link, instead of every reply.
+    pub command: Option<Aimed>,
     /// Failover: how long after the promotion the nodes' Redis proxies follow the new primary.
     pub follow_ms: Option<u64>,
     /// Failover: nodes whose Redis proxies never follow (stale clients on the old primary).
@@ -583,6 +622,7 @@ impl Scenario {
                     .then(|| rng.random_range(100..=800)),
                 jitter_ms: None,
                 direction: None,
+                command: None,
                 follow_ms: None,
                 never_follow: None,
                 follow_ms_by_node: None,
@@ -649,6 +689,8 @@ pub struct ScheduleStep {
     pub jitter_ms: Option<u64>,
     #[serde(default)]
     pub direction: Option<Direction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Aimed>,
     pub follow_ms: Option<u64>,
     pub never_follow: Option<Vec<String>>,
     #[serde(default)]
@@ -682,6 +724,7 @@ impl ScheduleStep {
             latency_ms: f.latency_ms,
             jitter_ms: f.jitter_ms,
             direction: f.direction,
+            command: f.command,
             follow_ms: f.follow_ms,
             never_follow: f.never_follow.clone(),
             follow_ms_by_node: f.follow_ms_by_node.clone(),
@@ -717,6 +760,7 @@ pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
             latency_ms: st.latency_ms,
             jitter_ms: st.jitter_ms,
             direction: st.direction,
+            command: st.command,
             follow_ms: st.follow_ms,
             never_follow: st.never_follow,
             follow_ms_by_node: st.follow_ms_by_node,
@@ -1130,6 +1174,20 @@ fn validate_fields(s: &Scenario, i: usize, f: &Fault) -> Result<(), (String, Str
     }
     if let Err((name, why)) = slow_redis_fields(f) {
         return bad(&field(name), why);
+    }
+    if f.command.is_some() && f.kind != FaultKind::LoseReplies {
+        return bad(&field("command"), format!("command belongs to lose_replies, not {}", f.kind));
+    }
+    if let (Some(c @ (Aimed::Acquire | Aimed::Release)), Some(Trigger::Checkpoint(n))) = (f.command, f.trigger()) {
+        return bad(
+            &field("on"),
+            format!(
+                "a checkpoint trigger holds the node at checkpoint {n} until the fault is verified, and this fault is \
+                 verified by the node's next {}, which cannot come while it is held: trigger it on an event \
+                 (on = \"acquired\") or at a time",
+                c.as_str()
+            ),
+        );
     }
     Ok(())
 }

@@ -71,10 +71,17 @@ pub(super) fn apply(w: &World, f: &Fault, index: u32) -> Result<String, String> 
             node()?.redis_link.set(|l| l.slow = Some((extra, until)));
             Ok(format!("sim: n{index}'s Redis link {} ms slower each way", extra.as_millis()))
         }
-        FaultKind::LoseReplies => {
-            node()?.redis_link.set(|l| l.lose_replies_until = Some(until));
-            Ok(format!("sim: n{index}'s Redis replies lost (commands run)"))
-        }
+        FaultKind::LoseReplies => match f.command {
+            Some(aimed) => {
+                let key = w.lease_key();
+                node()?.redis_link.set(|l| l.lose_next = Some((key, aimed.op(), until)));
+                Ok(format!("sim: the reply to n{index}'s next {} lost (the command runs)", aimed.as_str()))
+            }
+            None => {
+                node()?.redis_link.set(|l| l.lose_replies_until = Some(until));
+                Ok(format!("sim: n{index}'s Redis replies lost (commands run)"))
+            }
+        },
         FaultKind::KeyLoss => {
             w.primary_exec(&["DEL", &w.lease_key()]);
             Ok("sim: the lease key deleted on the primary".into())

@@ -31,6 +31,9 @@ pub struct LinkFaults {
     pub slow: Option<(Duration, Instant)>,
     /// Replies dropped after the command ran.
     pub lose_replies_until: Option<Instant>,
+    /// The reply to the next command that does this to the lease key (read as the witness reads
+    /// it) is dropped after it ran, once, until.
+    pub lose_next: Option<(String, leasequake_reports::wire::LeaseOp, Instant)>,
 }
 
 impl LinkFaults {
@@ -98,10 +101,14 @@ pub async fn redis_request(
         record(false);
         return std::future::pending().await;
     }
+    let aimed = aimed_at(&link, &at_send, &request, &witness);
     let sent = record(true);
     let answered = move |v: &Value, delivered: bool| {
         if let Some((w, s)) = &sent {
             w.answered(s, leasequake_reports::wire::WireReply::Redis(resp(v)), delivered);
+            if aimed && !delivered {
+                w.lost(s);
+            }
         }
     };
     // On the wire: a task of the world's, which the sender's crash does not cancel.
@@ -121,6 +128,11 @@ pub async fn redis_request(
         }
         let reply = cluster.exec(&server, &args).to_value();
         let back = link.now();
+        if aimed {
+            answered(&reply, false);
+            tokio::time::sleep(latency).await;
+            return Err(Lost::ReplyLost);
+        }
         if LinkFaults::active(back.lose_replies_until) {
             answered(&reply, false);
             tokio::time::sleep(LOSE_REPLIES_CUT).await;
@@ -140,6 +152,23 @@ pub async fn redis_request(
         Ok(Err(Lost::ReplyLost)) => Err(reset("connection closed before the reply")),
         Err(_) => Err(reset("the simulation ended")),
     }
+}
+
+/// Whether `request` is the one an aimed `lose_replies` on `link` waits for; if so the fault is
+/// spent (once, as the proxy's `lose_reply`).
+fn aimed_at(
+    link: &Link,
+    faults: &LinkFaults,
+    request: &leasequake_reports::wire::WireRequest,
+    witness: &Witnessed,
+) -> bool {
+    let Some((key, op, until)) = &faults.lose_next else { return false };
+    let Some((w, name)) = witness else { return false };
+    if Instant::now() >= *until || w.lease_op(name, request, key) != Some(*op) {
+        return false;
+    }
+    link.set(|l| l.lose_next = None);
+    true
 }
 
 fn reset(what: &'static str) -> RedisError {

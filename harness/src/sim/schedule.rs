@@ -229,6 +229,7 @@ pub(super) fn built(kind: FaultKind, (at_ms, duration_ms): (u64, u64), c: Choice
         follow_ms_by_node: None,
         jump_ms: c.jump_ms.filter(|_| kind == FaultKind::ClockJump),
         unreplicated_acquire: None,
+        command: None,
         at_ms: None,
         duration_ms: None,
         exact_ms: Some((at_ms, duration_ms)),

@@ -304,3 +304,38 @@ fn a_swarm_draw_enables_a_subset_per_seed_and_waits_for_pipeline_steps_leaving_t
     assert!(few >= 5, "some seeds enable only a few kinds ({few} of 200)");
     assert!(kinds_per_seed.iter().all(|k| (1..all).contains(k)), "never all {all} kinds: {kinds_per_seed:?}");
 }
+
+#[test]
+fn an_aimed_lose_replies_loses_the_reply_to_the_next_such_command_only_in_the_simulation_too() {
+    use leasequake_reports::wire::{LeaseOp, Scripts};
+    // The reply of the owner's next renewal, then of some node's next release: each once, each
+    // marked lost in the witness's record, as the proxy marks it; the lease rides them out.
+    for (aimed, op) in [("renewal", LeaseOp::Renew), ("release", LeaseOp::Release), ("acquire", LeaseOp::Acquire)] {
+        // Rounds of several renewal intervals, so the holder renews within one.
+        let text = format!(
+            "name = \"t\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 24\n[nodes]\ncount = 3\n\
+             [lease]\nttl_ms = 1500\n[pipeline]\nembed_ms = 400\n[store]\npolicy = \"observe\"\nfence_source = \"redis\"\n\
+             [[faults]]\nkind = \"lose_replies\"\ntarget = \"n1\"\ncommand = \"{aimed}\"\nat_s = 2\nduration_s = 8\n"
+        );
+        let s = crate::scenario::parse(std::path::Path::new("t.toml"), &text).unwrap();
+        let run = super::run_schedule(&s, 3, 24, s.faults.clone(), &reference()).unwrap();
+        let scripts = Scripts::learn(run.lines.iter().filter_map(|l| match l {
+            HistoryLine::Wire(r) => Some(r),
+            _ => None,
+        }));
+        let wire: Vec<_> = run
+            .lines
+            .iter()
+            .filter_map(|l| if let HistoryLine::Wire(r) = l { Some(r) } else { None })
+            .filter(|r| r.link == "n1-redis")
+            .collect();
+        let lost: Vec<_> = wire.iter().filter(|r| r.lost).collect();
+        assert_eq!(lost.len(), 1, "{aimed}: one reply lost, once: {lost:?}");
+        let at = wire.iter().position(|r| r.lost).unwrap();
+        let read =
+            leasequake_reports::wire::lease_op(lost[0], wire[..at].iter().copied(), super::world::LEASE_KEY, &scripts);
+        assert_eq!(read, Some(op), "{aimed}: {:?}", lost[0].request);
+        assert!(lost[0].reply.is_some() && lost[0].reply_ns.is_none(), "it ran, its reply never came");
+        assert_ne!(run.result.verdict, Verdict::Fail, "{aimed}: {:?}", run.result);
+    }
+}

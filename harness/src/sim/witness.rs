@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use leasequake_reports::history::HistoryLine;
-use leasequake_reports::wire::{Resp, WireRecord, WireReply, WireRequest, ARG_MAX};
+use leasequake_reports::wire::{lease_op, LeaseOp, Resp, Scripts, WireRecord, WireReply, WireRequest, ARG_MAX};
 use redis::Value;
 
 use super::env::VClock;
@@ -17,6 +17,8 @@ use super::env::VClock;
 pub(super) struct Witness {
     clock: VClock,
     links: Mutex<BTreeMap<String, Vec<WireRecord>>>,
+    /// The Lua scripts seen run or loaded on any link (the model keeps one script cache).
+    scripts: Mutex<Scripts>,
 }
 
 /// A request recorded: its link and place, for its reply.
@@ -27,12 +29,13 @@ pub(super) struct Sent {
 
 impl Witness {
     pub fn new(clock: VClock) -> Self {
-        Self { clock, links: Mutex::default() }
+        Self { clock, links: Mutex::default(), scripts: Mutex::default() }
     }
 
     /// Records a request sent now on `link`; `forwarded`: whether it went on (a reset or
     /// blackholed link stops it).
     pub fn sent(&self, link: &str, request: WireRequest, forwarded: bool) -> Sent {
+        self.learn(&request);
         let mut links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
         let records = links.entry(link.to_owned()).or_default();
         let seq = records.len() as u64 + 1;
@@ -46,6 +49,7 @@ impl Witness {
             reply_ns: None,
             reply: None,
             held: false,
+            lost: false,
         });
         Sent { link: link.to_owned(), index: records.len() - 1 }
     }
@@ -58,6 +62,38 @@ impl Witness {
             r.reply = Some(reply);
             r.reply_ns = delivered.then_some(now);
         }
+    }
+
+    /// Marks the reply to `sent` as lost on purpose (an aimed `lose_replies`), as the proxy does.
+    pub fn lost(&self, sent: &Sent) {
+        let mut links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(r) = links.get_mut(&sent.link).and_then(|rs| rs.get_mut(sent.index)) {
+            r.lost = r.reply_ns.is_none();
+        }
+    }
+
+    /// What `request`, about to be sent on `link`, does to `lease_key`, read as the proxy reads
+    /// it (`reports::wire::lease_op`, from the link's earlier records).
+    pub fn lease_op(&self, link: &str, request: &WireRequest, lease_key: &str) -> Option<LeaseOp> {
+        let scripts = self.scripts.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = WireRecord {
+            seq: 0,
+            link: link.to_owned(),
+            conn: 1,
+            sent_ns: 0,
+            forwarded: true,
+            request: request.clone(),
+            reply_ns: None,
+            reply: None,
+            held: false,
+            lost: false,
+        };
+        lease_op(&at, links.get(link).into_iter().flatten(), lease_key, &scripts)
+    }
+
+    fn learn(&self, request: &WireRequest) {
+        self.scripts.lock().unwrap_or_else(PoisonError::into_inner).heard(request);
     }
 
     /// Every record as history lines, link by link in the order sent (taken out: the world is

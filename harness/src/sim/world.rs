@@ -44,7 +44,7 @@ pub struct SimRun {
 /// The tenant every simulated run syncs.
 const TENANT: &str = "sim";
 /// The lease key of that tenant (the lease's key layout).
-const LEASE_KEY: &str = "leasequake:{sim}:lease";
+pub(super) const LEASE_KEY: &str = "leasequake:{sim}:lease";
 /// How often the observer samples the primary.
 const OBSERVER_EVERY: Duration = Duration::from_millis(250);
 /// How long the nodes get to stop after `stop`.

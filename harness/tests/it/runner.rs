@@ -186,6 +186,35 @@ fn a_stalled_hidden_renewal_is_held_on_the_wire_and_a_renewed_trigger_fires_from
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// `lose_replies` aimed from the wire: the reply to the owner's next renewal (armed at its first
+/// checkpoint, where its pipeline waits while its renewals go on) is lost by the proxy (the
+/// command runs; the node hears nothing and its connection closes), once, verified from the
+/// witness's record of that very command; the lease rides it out. (Releases and acquires: the
+/// proxy's own test and the simulation's.)
+#[test]
+fn an_aimed_lose_replies_loses_the_reply_to_one_renewal_verified_from_the_witness() {
+    let faults = "\n[[faults]]\nkind = \"lose_replies\"\ntarget = \"owner\"\ncommand = \"renewal\"\non = \"checkpoint-1\"\nat_s = 1\nduration_s = 3\n";
+    let (file, dir) = scenario("aimed-lose", "", faults);
+    // Rounds longer than a renewal interval, so the owner renews within one.
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("duration_s = 9", "duration_s = 16")
+        .replace("embed_ms = 50", "embed_ms = 250");
+    std::fs::write(&file, text).unwrap();
+    let (code, out) = run_file(&file, &dir, &[]);
+    let lines = history(&run_dirs(&dir).pop().unwrap());
+    let verified = lines.iter().find_map(|l| match l {
+        HistoryLine::Fault(f) if f.phase == FaultPhase::Verified => Some(f.detail.clone()),
+        _ => None,
+    });
+    let verified = verified.unwrap_or_else(|| panic!("not verified: {out}"));
+    assert!(verified.contains("lost the reply to") && verified.contains("'s renewal of"), "{verified}");
+    let lost = lines.iter().filter(|l| matches!(l, HistoryLine::Wire(w) if w.lost)).count();
+    assert_eq!(lost, 1, "one reply lost, once");
+    assert_eq!(code, Some(0), "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// The simplest node a user writes (protocol 1, no stamps): a validity counted from the reply
 /// instead of the send is invisible to the stamp properties, and fails on the wire; its correct
 /// twin passes the same scenario and seed.

@@ -139,6 +139,22 @@ impl Scripts {
         self
     }
 
+    /// Keeps the body a request carries (`EVAL`'s, `SCRIPT LOAD`'s), before its reply: a witness
+    /// learning scripts as they pass.
+    pub fn heard(&mut self, request: &WireRequest) {
+        let WireRequest::Redis { args } = request else { return };
+        let cmd = args.first().map(|c| c.to_ascii_uppercase());
+        match (cmd.as_deref(), args.get(1)) {
+            (Some("EVAL" | "EVAL_RO"), Some(body)) => self.insert(body),
+            (Some("SCRIPT"), Some(sub)) if sub.eq_ignore_ascii_case("LOAD") => {
+                if let Some(body) = args.get(2) {
+                    self.insert(body);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Keeps `body` under its SHA1 (a witness learning scripts as they pass).
     pub fn insert(&mut self, body: &str) {
         self.0.entry(sha1_hex(body)).or_insert_with(|| std::sync::Arc::new(Body::read(body)));
@@ -202,6 +218,31 @@ pub fn classify(r: &WireRecord, lease_key: &str, fence_key: &str, scripts: &Scri
         Some(v) => outcome(shape.op, v, shape.literals),
     };
     Some(Classified { op: shape.op, token: shape.token, ttl_ms: shape.ttl_ms, outcome, unread: shape.unread })
+}
+
+/// What record `at` of one link does to `lease_key`, before its reply: its op, an acquire-or-renew
+/// told apart by the link's earlier records (`before`, any order): a renewal when one of them
+/// acquired the key with the same token and took effect, else an acquire. `None` when it does not
+/// touch the lease. The proxy's aimed toxics and the simulation's aimed faults read commands so.
+#[must_use]
+pub fn lease_op<'a>(
+    at: &WireRecord,
+    mut before: impl Iterator<Item = &'a WireRecord>,
+    lease_key: &str,
+    scripts: &Scripts,
+) -> Option<LeaseOp> {
+    let c = classify(at, lease_key, "", scripts)?;
+    if c.op != LeaseOp::AcquireOrRenew {
+        return Some(c.op);
+    }
+    let renewal = before.any(|r| {
+        classify(r, lease_key, "", scripts).is_some_and(|e| {
+            matches!(e.op, LeaseOp::Acquire | LeaseOp::AcquireOrRenew)
+                && e.outcome == Outcome::Done
+                && e.token == c.token
+        })
+    });
+    Some(if renewal { LeaseOp::Renew } else { LeaseOp::Acquire })
 }
 
 /// What a command is, before its reply.

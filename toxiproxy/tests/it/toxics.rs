@@ -82,8 +82,10 @@ async fn timeout_zero_is_a_blackhole_that_holds_the_connection_until_removed() {
 async fn timeout_closes_the_connection_after_its_timeout() {
     let (s, listen, _stop) = setup().await;
     s.client.add_toxic("p", &ToxicSpec::timeout(Stream::Downstream, 100)).await.unwrap();
-    let mut c = TcpStream::connect(&listen).await.unwrap();
+    // Timed from before the connect: the proxy may accept it, and start its 100 ms, before the
+    // connect returns here.
     let t = Instant::now();
+    let mut c = TcpStream::connect(&listen).await.unwrap();
     let end = read_within(&mut c, Duration::from_secs(3)).await;
     assert!(matches!(end, ReadEnd::Eof | ReadEnd::Reset), "{end:?}");
     assert!(t.elapsed() >= Duration::from_millis(100), "{:?}", t.elapsed());
@@ -94,9 +96,11 @@ async fn reset_peer_resets() {
     let (s, listen, _stop) = setup().await;
     let mut c = TcpStream::connect(&listen).await.unwrap();
     round_trip(&mut c, b"ok").await.unwrap();
+    // Timed from before the toxic is added: the connection may see it (and start its 50 ms)
+    // before the API's answer reaches this client, which on a loaded machine takes a while.
+    let t = Instant::now();
     s.client.add_toxic("p", &ToxicSpec::reset_peer(Stream::Downstream, 50)).await.unwrap();
     // No write here: a write would consume the RST's error, and the read would then see EOF.
-    let t = Instant::now();
     assert_eq!(read_within(&mut c, Duration::from_secs(3)).await, ReadEnd::Reset);
     assert!(t.elapsed() >= Duration::from_millis(50), "{:?}", t.elapsed());
 }

@@ -115,3 +115,69 @@ async fn a_hold_keeps_back_a_keys_renewals_and_what_follows_them_until_removed()
     assert_eq!(status, 400, "a hold names its key");
     server.stop().await;
 }
+
+/// Reads until the connection ends; what came before the end, and how it ended.
+async fn read_to_end(s: &mut TcpStream) -> (Vec<u8>, ReadEnd) {
+    use tokio::io::AsyncReadExt;
+    let (mut got, mut buf) = (Vec::new(), [0u8; 256]);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
+            Err(_) => return (got, ReadEnd::Nothing),
+            Ok(Ok(0)) => return (got, ReadEnd::Eof),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Ok(Err(e)) => return (got, ReadEnd::OtherError(e.kind().to_string())),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_lose_reply_drops_the_reply_to_the_first_aimed_command_only_and_the_command_runs() {
+    use tokio::io::AsyncWriteExt;
+    let redis = Redis::start().await;
+    let server = Server::start().await;
+    let p = server.client.create_proxy("n1-redis", "127.0.0.1:0", &redis.addr.to_string()).await.unwrap();
+    let mut s = TcpStream::connect(&p.listen).await.unwrap();
+    assert_eq!(command(&mut s, &["SET", "lease", "tok", "NX", "PX", "60000"]).await, b"+OK\r\n");
+    server.client.add_toxic("n1-redis", &ToxicSpec::lose_reply("lease", "renew").named("lose")).await.unwrap();
+    // A read and an acquire of another key are not aimed at: they pass.
+    assert_eq!(command(&mut s, &["GET", "lease"]).await, b"$3\r\ntok\r\n");
+    // Pipelined: the GET's reply arrives, the renewal's is lost and the connection closed.
+    s.write_all(b"*2\r\n$3\r\nGET\r\n$5\r\nlease\r\n*3\r\n$7\r\nPEXPIRE\r\n$5\r\nlease\r\n$4\r\n5000\r\n")
+        .await
+        .unwrap();
+    let (got, end) = read_to_end(&mut s).await;
+    assert_eq!(got, b"$3\r\ntok\r\n", "what came before the lost reply went on");
+    assert!(matches!(end, ReadEnd::Eof | ReadEnd::OtherError(_)), "the connection was closed: {end:?}");
+    // The renewal ran: the key's ttl is the one it set.
+    let mut direct = TcpStream::connect(redis.addr).await.unwrap();
+    let pttl = String::from_utf8(command(&mut direct, &["PTTL", "lease"]).await).unwrap();
+    let pttl: i64 = pttl.trim_start_matches(':').trim().parse().unwrap();
+    assert!((1..=5000).contains(&pttl), "PTTL {pttl}: the renewal set 5000");
+    let page = server.client.witness("n1-redis", 0).await.unwrap().unwrap();
+    let lost: Vec<_> = page.records.iter().filter(|r| r.reply.is_some() && r.reply_ns.is_none()).collect();
+    assert_eq!(lost.len(), 1, "{:?}", page.records);
+    assert_eq!(lost[0].request, WireRequest::Redis { args: ["PEXPIRE", "lease", "5000"].map(str::to_owned).to_vec() });
+    assert_eq!(lost[0].reply, Some(WireReply::Redis(Resp::Int(1))));
+    // Once per toxic: the next renewal, on a new connection, is answered.
+    let mut again = TcpStream::connect(&p.listen).await.unwrap();
+    assert_eq!(command(&mut again, &["PEXPIRE", "lease", "60000"]).await, b":1\r\n");
+    // Aimed at releases, a new toxic loses the DEL's reply; the key is gone.
+    server.client.remove_toxic("n1-redis", "lose").await.unwrap();
+    server.client.add_toxic("n1-redis", &ToxicSpec::lose_reply("lease", "release").named("lose2")).await.unwrap();
+    assert_eq!(command(&mut again, &["PEXPIRE", "lease", "60000"]).await, b":1\r\n", "a renewal is no release");
+    again.write_all(b"*2\r\n$3\r\nDEL\r\n$5\r\nlease\r\n").await.unwrap();
+    assert_eq!(read_to_end(&mut again).await.0, b"");
+    assert_eq!(command(&mut direct, &["EXISTS", "lease"]).await, b":0\r\n");
+    // The toxic shows its aim; a lose_reply names its command and acts on replies.
+    let shown = server.client.request("GET", "/proxies/n1-redis/toxics/lose2", None).await.unwrap().1;
+    assert!(shown.contains(r#""command":"release""#) && shown.contains(r#""key":"lease""#), "{shown}");
+    for bad in [
+        r#"{"type":"lose_reply","stream":"downstream","attributes":{"key":"lease"}}"#,
+        r#"{"type":"lose_reply","stream":"downstream","attributes":{"key":"lease","command":"check"}}"#,
+        r#"{"type":"lose_reply","stream":"upstream","attributes":{"key":"lease","command":"renew"}}"#,
+    ] {
+        let (status, body) = server.client.request("POST", "/proxies/n1-redis/toxics", Some(bad.into())).await.unwrap();
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    server.stop().await;
+}

@@ -98,7 +98,10 @@ pub(crate) async fn apply(
     match f.kind {
         FaultKind::Partition => proxy::partition(w, id, f, index).await,
         FaultKind::SlowRedis => proxy::slow_redis(w, id, f, index).await,
-        FaultKind::LoseReplies => proxy::lose_replies(w, id, index).await,
+        FaultKind::LoseReplies => match f.command {
+            Some(aimed) => proxy::lose_aimed(w, id, index, aimed).await,
+            None => proxy::lose_replies(w, id, index).await,
+        },
         FaultKind::SlowStore | FaultKind::FailingStore => proxy::store(w, id, f).await,
         FaultKind::Pause => process::pause(node).await,
         FaultKind::Crash => process::crash(node).await,

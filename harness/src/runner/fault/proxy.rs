@@ -8,7 +8,7 @@ use leasequake_toxiproxy::{Stream, ToxicSpec};
 
 use super::{Applied, Heal, World};
 use crate::env::NodeLink;
-use crate::scenario::{Direction, Fault, FaultKind, Link, Mode};
+use crate::scenario::{Aimed, Direction, Fault, FaultKind, Link, Mode};
 
 /// `partition`: the node's links cut (a reset, or a blackhole that answers nothing), each verified
 /// by a PING through that very link.
@@ -153,6 +153,77 @@ pub(super) async fn lose_replies(w: &World<'_>, id: u64, index: u32) -> Result<S
     ))
 }
 
+/// The last seq the witness of proxy `name` recorded (what a fault's verification reads after);
+/// `what` needs the witness, which the official Toxiproxy lacks.
+async fn witness_now(w: &World<'_>, name: &str, what: &str) -> Result<u64, String> {
+    match w.proxy.witness(name, u64::MAX).await {
+        Ok(Some(page)) => Ok(page.next.saturating_sub(1)),
+        Ok(None) => Err(format!("{what} needs the proxy's witness (the official Toxiproxy has none)")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `lose_replies` aimed at one lease command (`command`): the proxy loses the reply to the node's
+/// next such command, once, and closes that connection; every other command is answered.
+/// Verified from the witness's own record: that command, answered by Redis and marked lost; or,
+/// for a renewal or a release, the node holds no lease (nothing to aim at).
+pub(super) async fn lose_aimed(w: &World<'_>, id: u64, index: u32, aimed: Aimed) -> Result<String, String> {
+    let name = NodeLink::Redis.proxy(index);
+    let key = w.lease.key();
+    let from = witness_now(w, &name, "an aimed lose_replies").await?;
+    let command = match aimed {
+        Aimed::Acquire => "acquire",
+        Aimed::Renewal => "renew",
+        Aimed::Release => "release",
+    };
+    w.proxy
+        .add_toxic(&name, &ToxicSpec::lose_reply(&key, command).named(toxic_name(id)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let node = format!("n{index}");
+    let what = aimed.as_str();
+    let limit = Duration::from_millis(w.s.lease.ttl_ms.saturating_mul(2).saturating_add(2000));
+    let began = Instant::now();
+    let lost = async || {
+        match w.proxy.witness(&name, from).await {
+        Ok(Some(page)) => page.records.into_iter().find(|r| r.lost).map(|r| {
+            let answer = r.reply.as_ref().map_or("?".into(), |a| format!("{a:?}"));
+            format!(
+                "{name} lost the reply to {node}'s {what} of {key} (witness seq {}; Redis answered {}) and closed its connection, {} ms after the fault began",
+                r.seq,
+                answer.chars().take(80).collect::<String>(),
+                began.elapsed().as_millis()
+            )
+        }),
+        _ => None,
+    }
+    };
+    // Bounded by `limit`.
+    while began.elapsed() < limit {
+        if let Some(seen) = lost().await {
+            return Ok(seen);
+        }
+        if aimed != Aimed::Acquire {
+            let holder = w.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
+            if !w.lease.held_by(holder.trim(), &node) {
+                // The aimed command may have run between the two reads: the witness first.
+                if let Some(seen) = lost().await {
+                    return Ok(seen);
+                }
+                let holder = if holder.trim().is_empty() { "nobody" } else { holder.trim() };
+                return Ok(format!(
+                    "aimed at {node}'s next {what} on {name}; {node} does not hold the lease (holder: {holder}), so no {what} to lose"
+                ));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(format!(
+        "{node} sent no {what} of {key} whose reply could be lost within {} ms of the fault",
+        limit.as_millis()
+    ))
+}
+
 pub(super) async fn heal_lose_replies(w: &World<'_>, a: &Applied) -> Heal {
     let proxy = w.proxy;
     let _ = proxy.remove_toxic(&format!("n{}-redis", a.index), &toxic_name(a.id)).await;
@@ -166,13 +237,7 @@ pub(super) async fn heal_lose_replies(w: &World<'_>, a: &Applied) -> Heal {
 pub(super) async fn stall_renewal(w: &World<'_>, id: u64, index: u32) -> Result<String, String> {
     let name = NodeLink::Redis.proxy(index);
     let key = w.lease.key();
-    let from = match w.proxy.witness(&name, u64::MAX).await {
-        Ok(Some(page)) => page.next.saturating_sub(1),
-        Ok(None) => {
-            return Err("stall_renewal on the wire needs the proxy's witness (the official Toxiproxy has none)".into())
-        }
-        Err(e) => return Err(e.to_string()),
-    };
+    let from = witness_now(w, &name, "stall_renewal on the wire").await?;
     w.proxy.add_toxic(&name, &ToxicSpec::hold(&key).named(toxic_name(id))).await.map_err(|e| e.to_string())?;
     let node = format!("n{index}");
     let limit = Duration::from_millis(w.s.lease.ttl_ms.saturating_mul(2).saturating_add(2000));

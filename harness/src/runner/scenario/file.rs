@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{Direction, Fault, FaultKind, Link, Mode};
+use super::{Aimed, Direction, Fault, FaultKind, Link, Mode};
 
 /// One `[[faults]]` table.
 #[derive(Serialize)]
@@ -34,6 +34,8 @@ struct FileFault {
     jitter_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     direction: Option<Direction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<Aimed>,
     #[serde(skip_serializing_if = "Option::is_none")]
     jump_ms: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -62,6 +64,7 @@ impl FileFault {
             latency_ms: f.latency_ms,
             jitter_ms: f.jitter_ms,
             direction: f.direction,
+            command: f.command,
             jump_ms: f.jump_ms,
             follow_ms: f.follow_ms,
             never_follow: f.never_follow.clone(),

@@ -303,6 +303,20 @@ fn slow_redis_needs_a_latency_in_range_a_jitter_within_it_and_a_node() {
 }
 
 #[test]
+fn an_aimed_lose_replies_names_acquire_renewal_or_release_and_command_belongs_to_it_alone() {
+    let lose = |extra: &str| OK.replace("kind = \"pause\"", &format!("kind = \"lose_replies\"\n{extra}"));
+    for aimed in ["acquire", "renewal", "release"] {
+        check(&lose(&format!("command = \"{aimed}\"")), Ok(()));
+    }
+    let e = parse(Path::new("s.toml"), &lose("command = \"check\"")).unwrap_err();
+    assert!(e.message.contains("check") && e.message.contains("renewal"), "{e}");
+    check(
+        &OK.replace("kind = \"pause\"", "kind = \"pause\"\ncommand = \"renewal\""),
+        Err(("faults[0].command", Some(18))),
+    );
+}
+
+#[test]
 fn a_clock_jump_moves_the_primary_or_a_named_node_by_a_bounded_nonzero_jump() {
     let jump = |target: &str, ms: &str| {
         OK.replace("kind = \"pause\"", &format!("kind = \"clock_jump\"\njump_ms = {ms}"))

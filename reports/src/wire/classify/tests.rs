@@ -24,6 +24,7 @@ fn record(args: &[&str], reply: Option<Resp>) -> WireRecord {
         reply_ns: reply.as_ref().map(|_| 20),
         reply: reply.map(WireReply::Redis),
         held: false,
+        lost: false,
     }
 }
 

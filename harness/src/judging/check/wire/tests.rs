@@ -47,6 +47,7 @@ impl W {
             reply_ns,
             reply,
             held: false,
+            lost: false,
         }));
         self
     }
