@@ -132,6 +132,16 @@ impl ToxicSpec {
     pub fn lose_reply(key: &str, command: &str) -> Self {
         Self::new("lose_reply", Stream::Downstream, serde_json::json!({ "key": key, "command": command }))
     }
+    /// Delays by `latency_ms` (+- `jitter_ms`) only the client's requests that do `command`
+    /// (`acquire`, `renew`, `release`, or `lease`: any) to `key`. An extension of this server's:
+    /// the official Toxiproxy would delay everything.
+    pub fn latency_aimed(key: &str, command: &str, latency_ms: u64, jitter_ms: u64) -> Self {
+        Self::new(
+            "latency",
+            Stream::Upstream,
+            serde_json::json!({ "latency": latency_ms, "jitter": jitter_ms, "key": key, "command": command }),
+        )
+    }
     /// Names the toxic (default `<type>_<stream>`).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();

@@ -132,6 +132,21 @@ impl Pump {
         }
     }
 
+    /// The aimed latencies in effect that a client's chunk completed a command of (their names).
+    fn aimed_latency(&self, active: &[(Toxic, Instant)], done: &[(isize, u64)]) -> Vec<String> {
+        if done.is_empty() {
+            return Vec::new();
+        }
+        let log = self.log();
+        active
+            .iter()
+            .filter(|(t, _)| matches!(t.effect, Effect::Latency { .. }))
+            .filter_map(|(t, _)| Some((t, t.aim.as_ref()?)))
+            .filter(|(_, aim)| done.iter().any(|(_, seq)| log.aimed(*seq, aim)))
+            .map(|(t, _)| t.name.clone())
+            .collect()
+    }
+
     /// Where a chunk from upstream begins the reply this connection must lose, if it does.
     fn lost_from(&self, data: &[u8]) -> Option<usize> {
         self.witness.lock().unwrap_or_else(std::sync::PoisonError::into_inner).lost_from(data)
@@ -201,7 +216,7 @@ impl Pump {
                 // Released: what was held goes on, in order, under the toxics in effect now.
                 self.holding = false;
                 let held = std::mem::take(&mut self.held);
-                if let Err(end) = self.forward(&active, &held, Instant::now(), &mut dst).await {
+                if let Err(end) = self.forward(&active, &held, Instant::now(), &mut dst, &[]).await {
                     break end;
                 }
             }
@@ -245,7 +260,7 @@ impl Pump {
                     } else if let Some(from) = self.lost_from(&buf[..n]) {
                         // What came before the lost reply goes on; the reply and the rest are
                         // dropped and the connection closed.
-                        let forwarded = if from == 0 { Ok(mono_ns()) } else { self.forward(&active, &buf[..from], received, &mut dst).await };
+                        let forwarded = if from == 0 { Ok(mono_ns()) } else { self.forward(&active, &buf[..from], received, &mut dst, &[]).await };
                         self.witness(&buf[..from], forwarded.as_ref().ok().copied(), forwarded.is_ok());
                         self.witness(&buf[from..n], None, false);
                         break End::Close;
@@ -257,7 +272,8 @@ impl Pump {
                         }
                         None => n,
                     };
-                    let forwarded = if until == 0 { Ok(mono_ns()) } else { self.forward(&active, &buf[..until], received, &mut dst).await };
+                    let aimed = self.aimed_latency(&active, &done);
+                    let forwarded = if until == 0 { Ok(mono_ns()) } else { self.forward(&active, &buf[..until], received, &mut dst, &aimed).await };
                     if self.stream == Stream::Downstream {
                         self.witness(&buf[..n], forwarded.as_ref().ok().copied(), forwarded.is_ok());
                     }
@@ -282,16 +298,19 @@ impl Pump {
         tokio::select! { () = self.kill.cancelled() => false, () = sleep(d) => true }
     }
 
+    /// Writes `data` on under the toxics in effect; a toxic aimed at commands (a latency given a
+    /// key) acts only when `aimed` names it (the chunk completed a command it aims at).
     async fn forward(
         &mut self,
         active: &[(Toxic, Instant)],
         data: &[u8],
         received: Instant,
         dst: &mut OwnedWriteHalf,
+        aimed: &[String],
     ) -> Result<u64, End> {
         let mut data = data;
         let mut close_after = false;
-        for (t, _) in active {
+        for (t, _) in active.iter().filter(|(t, _)| t.aim.is_none() || aimed.contains(&t.name)) {
             match t.effect {
                 Effect::LimitData { bytes } => {
                     let entry = self.seen.get_mut(&t.name).map(|e| &mut e.2);

@@ -86,6 +86,8 @@ pub enum AimedCommand {
     Renew,
     /// A release (`DEL`, a compare-and-delete script).
     Release,
+    /// Any command on the key (checks included).
+    Lease,
 }
 
 impl AimedCommand {
@@ -94,6 +96,7 @@ impl AimedCommand {
             "acquire" => Some(Self::Acquire),
             "renew" => Some(Self::Renew),
             "release" => Some(Self::Release),
+            "lease" => Some(Self::Lease),
             _ => None,
         }
     }
@@ -105,6 +108,7 @@ impl AimedCommand {
             Self::Acquire => "acquire",
             Self::Renew => "renew",
             Self::Release => "release",
+            Self::Lease => "lease",
         }
     }
 }
@@ -283,6 +287,11 @@ impl Toxic {
         if effect == Effect::LoseReply && stream != Stream::Downstream {
             return Err(ApiError::BadRequestBody("a lose_reply acts on a reply: its stream is downstream".into()));
         }
+        if matches!(effect, Effect::Latency { .. }) && aim.is_some() && stream != Stream::Upstream {
+            return Err(ApiError::BadRequestBody(
+                "a latency aimed at a key's commands delays their requests: its stream is upstream".into(),
+            ));
+        }
         let name = match obj.get("name").and_then(Value::as_str) {
             Some(n) if !n.is_empty() => n.to_owned(),
             _ => format!("{kind}_{}", stream.as_str()),
@@ -342,10 +351,12 @@ impl Aim {
     }
 }
 
-/// The aim of a `hold` (its `key` attribute, a string of 1 to 512 bytes: the key's renewals) or
-/// of a `lose_reply` (`key` and `command`: `acquire`, `renew` or `release`).
+/// The aim of a `hold` (its `key` attribute, a string of 1 to 512 bytes: the key's renewals), of
+/// a `lose_reply` (`key` and `command`: `acquire`, `renew`, `release` or `lease`, any of them), or
+/// of a `latency` given a `key` (an extension: only the requests of those commands are delayed).
 fn aim(kind: &str, attrs: &Map<String, Value>) -> Result<Option<Aim>, ApiError> {
-    if kind != "hold" && kind != "lose_reply" {
+    let aimed_latency = kind == "latency" && attrs.get("key").is_some_and(|k| !k.is_null());
+    if kind != "hold" && kind != "lose_reply" && !aimed_latency {
         return Ok(None);
     }
     let key = match attrs.get("key") {
@@ -366,7 +377,7 @@ fn aim(kind: &str, attrs: &Map<String, Value>) -> Result<Option<Aim>, ApiError> 
         }
         (_, c) => c.and_then(Value::as_str).and_then(AimedCommand::parse).ok_or_else(|| {
             ApiError::BadRequestBody(format!(
-                "attribute `command` of {kind} must be \"acquire\", \"renew\" or \"release\", got {}",
+                "attribute `command` of {kind} must be \"acquire\", \"renew\", \"release\" or \"lease\", got {}",
                 c.map_or("nothing".into(), Value::to_string)
             ))
         })?,

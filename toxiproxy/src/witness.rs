@@ -78,12 +78,13 @@ impl Log {
         let l = self.lock();
         let Some(at) = seq.checked_sub(l.first).and_then(|i| usize::try_from(i).ok()) else { return false };
         let Some(r) = l.records.get(at) else { return false };
-        let want = match aim.command {
-            AimedCommand::Acquire => LeaseOp::Acquire,
-            AimedCommand::Renew => LeaseOp::Renew,
-            AimedCommand::Release => LeaseOp::Release,
-        };
-        lease_op(r, l.records.iter().take(at), &aim.key, &scripts) == Some(want)
+        let op = lease_op(r, l.records.iter().take(at), &aim.key, &scripts);
+        match aim.command {
+            AimedCommand::Acquire => op == Some(LeaseOp::Acquire),
+            AimedCommand::Renew => op == Some(LeaseOp::Renew),
+            AimedCommand::Release => op == Some(LeaseOp::Release),
+            AimedCommand::Lease => op.is_some(),
+        }
     }
 
     /// Marks record `seq` as held by the proxy.

@@ -231,29 +231,38 @@ pub enum Direction {
     Both,
 }
 
-/// The lease command an aimed `lose_replies` loses the reply of: the target node's next one, as
-/// the witness reads it off the node's Redis link.
+/// The lease commands a fault is aimed at, as the witness reads them off the node's Redis link:
+/// `lose_replies` loses the reply to the next one, `slow_redis` delays each one's request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Aimed {
-    /// The next acquire (`SET NX`, or a script that takes a free key).
+    /// An acquire (`SET NX`, or a script that takes a free key).
     Acquire,
-    /// The next renewal (`PEXPIRE`, a script extending the key, a set to the holding token).
+    /// A renewal (`PEXPIRE`, a script extending the key, a set to the holding token).
     Renewal,
-    /// The next release (`DEL`, a compare-and-delete script).
+    /// A release (`DEL`, a compare-and-delete script).
     Release,
+    /// Any command on the lease key (checks included).
+    Lease,
 }
 
 impl Aimed {
-    /// The command as the wire reads it.
+    /// The command as the wire reads it (`None`: any command on the lease key).
     #[must_use]
-    pub fn op(self) -> leasequake_reports::wire::LeaseOp {
+    pub fn op(self) -> Option<leasequake_reports::wire::LeaseOp> {
         use leasequake_reports::wire::LeaseOp;
         match self {
-            Self::Acquire => LeaseOp::Acquire,
-            Self::Renewal => LeaseOp::Renew,
-            Self::Release => LeaseOp::Release,
+            Self::Acquire => Some(LeaseOp::Acquire),
+            Self::Renewal => Some(LeaseOp::Renew),
+            Self::Release => Some(LeaseOp::Release),
+            Self::Lease => None,
         }
+    }
+
+    /// Whether a command read as `op` (`None`: not on the lease key) is one aimed at.
+    #[must_use]
+    pub fn hits(self, op: Option<leasequake_reports::wire::LeaseOp>) -> bool {
+        op.is_some() && self.op().is_none_or(|want| op == Some(want))
     }
 
     /// Its name in a scenario file.
@@ -263,6 +272,16 @@ impl Aimed {
             Self::Acquire => "acquire",
             Self::Renewal => "renewal",
             Self::Release => "release",
+            Self::Lease => "lease",
+        }
+    }
+
+    /// Its name in the proxy's API (`command` of an aimed toxic).
+    #[must_use]
+    pub fn proxy_command(self) -> &'static str {
+        match self {
+            Self::Renewal => "renew",
+            other => other.as_str(),
         }
     }
 }
@@ -306,7 +325,8 @@ pub struct Fault {
     /// `slow_redis`: which way the latency acts (`replies`, `requests`, `both`).
     pub direction: Option<Direction>,
     /// `lose_replies`: lose only the reply of the node's next such lease command (`acquire`,
-    /// `renewal`, `release`), read off its Redis link, instead of every reply.
+    /// `renewal`, `release`, `lease`: any), read off its Redis link, instead of every reply;
+    /// `slow_redis`: delay only the requests of such commands.
     pub command: Option<Aimed>,
     /// Failover: how long after the promotion the nodes' Redis proxies follow the new primary.
     pub follow_ms: Option<u64>,
@@ -1175,8 +1195,15 @@ fn validate_fields(s: &Scenario, i: usize, f: &Fault) -> Result<(), (String, Str
     if let Err((name, why)) = slow_redis_fields(f) {
         return bad(&field(name), why);
     }
-    if f.command.is_some() && f.kind != FaultKind::LoseReplies {
-        return bad(&field("command"), format!("command belongs to lose_replies, not {}", f.kind));
+    if f.command.is_some() && !matches!(f.kind, FaultKind::LoseReplies | FaultKind::SlowRedis) {
+        return bad(&field("command"), format!("command belongs to lose_replies and slow_redis, not {}", f.kind));
+    }
+    if f.command.is_some() && matches!(f.direction, Some(Direction::Replies | Direction::Both)) {
+        return bad(
+            &field("direction"),
+            "slow_redis aimed at commands (command) delays their requests: direction = \"requests\", or leave it out"
+                .into(),
+        );
     }
     if let (Some(c @ (Aimed::Acquire | Aimed::Release)), Some(Trigger::Checkpoint(n))) = (f.command, f.trigger()) {
         return bad(

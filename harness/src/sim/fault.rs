@@ -66,6 +66,12 @@ pub(super) fn apply(w: &World, f: &Fault, index: u32) -> Result<String, String> 
                 if f.kind == FaultKind::SlowStore { "slow" } else { "failing" }
             ))
         }
+        FaultKind::SlowRedis if f.command.is_some() => {
+            let (extra, key) = (Duration::from_millis(f.latency_ms.unwrap_or(0)), w.lease_key());
+            let aimed = f.command.unwrap_or(crate::scenario::Aimed::Lease);
+            node()?.redis_link.set(|l| l.slow_aimed = Some((key, aimed, extra, until)));
+            Ok(format!("sim: n{index}'s {} requests {} ms slower", aimed.as_str(), extra.as_millis()))
+        }
         FaultKind::SlowRedis => {
             let extra = Duration::from_millis(f.latency_ms.unwrap_or(0));
             node()?.redis_link.set(|l| l.slow = Some((extra, until)));
@@ -74,7 +80,7 @@ pub(super) fn apply(w: &World, f: &Fault, index: u32) -> Result<String, String> 
         FaultKind::LoseReplies => match f.command {
             Some(aimed) => {
                 let key = w.lease_key();
-                node()?.redis_link.set(|l| l.lose_next = Some((key, aimed.op(), until)));
+                node()?.redis_link.set(|l| l.lose_next = Some((key, aimed, until)));
                 Ok(format!("sim: the reply to n{index}'s next {} lost (the command runs)", aimed.as_str()))
             }
             None => {

@@ -33,7 +33,10 @@ pub struct LinkFaults {
     pub lose_replies_until: Option<Instant>,
     /// The reply to the next command that does this to the lease key (read as the witness reads
     /// it) is dropped after it ran, once, until.
-    pub lose_next: Option<(String, leasequake_reports::wire::LeaseOp, Instant)>,
+    pub lose_next: Option<(String, crate::scenario::Aimed, Instant)>,
+    /// Extra latency on the requests of the lease commands aimed at (`slow_redis` with a
+    /// `command`), until.
+    pub slow_aimed: Option<(String, crate::scenario::Aimed, Duration, Instant)>,
 }
 
 impl LinkFaults {
@@ -102,6 +105,7 @@ pub async fn redis_request(
         return std::future::pending().await;
     }
     let aimed = aimed_at(&link, &at_send, &request, &witness);
+    let delayed = aimed_delay(&at_send, &request, &witness);
     let sent = record(true);
     let answered = move |v: &Value, delivered: bool| {
         if let Some((w, s)) = &sent {
@@ -113,7 +117,7 @@ pub async fn redis_request(
     };
     // On the wire: a task of the world's, which the sender's crash does not cancel.
     let travel = tokio::spawn(async move {
-        tokio::time::sleep(latency + at_send.extra()).await;
+        tokio::time::sleep(latency + at_send.extra() + delayed).await;
         if Server::until(&server.down_until).is_some() {
             return Err(Lost::Reset);
         }
@@ -162,13 +166,22 @@ fn aimed_at(
     request: &leasequake_reports::wire::WireRequest,
     witness: &Witnessed,
 ) -> bool {
-    let Some((key, op, until)) = &faults.lose_next else { return false };
+    let Some((key, aimed, until)) = &faults.lose_next else { return false };
     let Some((w, name)) = witness else { return false };
-    if Instant::now() >= *until || w.lease_op(name, request, key) != Some(*op) {
+    if Instant::now() >= *until || !aimed.hits(w.lease_op(name, request, key)) {
         return false;
     }
     link.set(|l| l.lose_next = None);
     true
+}
+
+/// The extra latency an aimed `slow_redis` puts on `request`'s way to Redis.
+fn aimed_delay(faults: &LinkFaults, request: &leasequake_reports::wire::WireRequest, witness: &Witnessed) -> Duration {
+    let Some((key, aimed, extra, until)) = &faults.slow_aimed else { return Duration::ZERO };
+    match witness {
+        Some((w, name)) if Instant::now() < *until && aimed.hits(w.lease_op(name, request, key)) => *extra,
+        _ => Duration::ZERO,
+    }
 }
 
 fn reset(what: &'static str) -> RedisError {

@@ -339,3 +339,34 @@ fn an_aimed_lose_replies_loses_the_reply_to_the_next_such_command_only_in_the_si
         assert_ne!(run.result.verdict, Verdict::Fail, "{aimed}: {:?}", run.result);
     }
 }
+
+#[test]
+fn a_slow_redis_aimed_at_renewals_delays_their_requests_alone_in_the_simulation() {
+    use leasequake_reports::wire::{LeaseOp, Scripts};
+    let text = "name = \"t\"\ndescription = \"d\"\nincident = \"i\"\nduration_s = 24\n[nodes]\ncount = 3\n\
+                [lease]\nttl_ms = 1500\n[pipeline]\nembed_ms = 400\n[store]\npolicy = \"observe\"\nfence_source = \"redis\"\n\
+                [[faults]]\nkind = \"slow_redis\"\ntarget = \"n1\"\ncommand = \"renewal\"\nlatency_ms = 300\nat_s = 2\nduration_s = 8\n";
+    let s = crate::scenario::parse(std::path::Path::new("t.toml"), text).unwrap();
+    let run = super::run_schedule(&s, 3, 24, s.faults.clone(), &reference()).unwrap();
+    let wire: Vec<_> = run
+        .lines
+        .iter()
+        .filter_map(|l| if let HistoryLine::Wire(r) = l { Some(r) } else { None })
+        .filter(|r| r.link == "n1-redis" && (2_500_000_000..9_500_000_000).contains(&r.sent_ns))
+        .collect();
+    let scripts =
+        Scripts::learn(run.lines.iter().filter_map(|l| if let HistoryLine::Wire(r) = l { Some(r) } else { None }));
+    let took = |want: LeaseOp| -> Vec<u64> {
+        wire.iter()
+            .enumerate()
+            .filter(|(i, r)| {
+                leasequake_reports::wire::lease_op(r, wire[..*i].iter().copied(), super::world::LEASE_KEY, &scripts)
+                    == Some(want)
+            })
+            .filter_map(|(_, r)| Some((r.reply_ns? - r.sent_ns) / 1_000_000))
+            .collect()
+    };
+    let (renewals, checks) = (took(LeaseOp::Renew), took(LeaseOp::Check));
+    assert!(!renewals.is_empty() && renewals.iter().all(|ms| *ms >= 300), "renewals slowed: {renewals:?}");
+    assert!(!checks.is_empty() && checks.iter().all(|ms| *ms < 300), "checks at full speed: {checks:?}");
+}

@@ -215,6 +215,24 @@ fn an_aimed_lose_replies_loses_the_reply_to_one_renewal_verified_from_the_witnes
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// `slow_redis` aimed at the lease commands: only their requests wait (an extension of our
+/// proxy's), verified from the witness's record of one that took the latency; the rest of the
+/// node's Redis traffic runs at full speed, and the run passes.
+#[test]
+fn a_slow_redis_aimed_at_the_lease_commands_is_verified_from_the_witness() {
+    let faults = "\n[[faults]]\nkind = \"slow_redis\"\ntarget = \"owner\"\ncommand = \"lease\"\nlatency_ms = 100\nat_s = 2\nduration_s = 3\n";
+    let (code, out, dir) = run("aimed-slow", "", faults);
+    let lines = history(&run_dirs(&dir).pop().unwrap());
+    let verified = lines.iter().find_map(|l| match l {
+        HistoryLine::Fault(f) if f.phase == FaultPhase::Verified => Some(f.detail.clone()),
+        _ => None,
+    });
+    let verified = verified.unwrap_or_else(|| panic!("not verified: {out}"));
+    assert!(verified.contains("'s lease command (witness seq") && verified.contains("its requests only"), "{verified}");
+    assert_eq!(code, Some(0), "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// The simplest node a user writes (protocol 1, no stamps): a validity counted from the reply
 /// instead of the send is invisible to the stamp properties, and fails on the wire; its correct
 /// twin passes the same scenario and seed.

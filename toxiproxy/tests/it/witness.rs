@@ -181,3 +181,40 @@ async fn a_lose_reply_drops_the_reply_to_the_first_aimed_command_only_and_the_co
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_latency_aimed_at_a_key_delays_only_the_requests_of_its_commands() {
+    use tokio::io::AsyncWriteExt;
+    let redis = Redis::start().await;
+    let server = Server::start().await;
+    let p = server.client.create_proxy("n1-redis", "127.0.0.1:0", &redis.addr.to_string()).await.unwrap();
+    let toxic = ToxicSpec::latency_aimed("lease", "lease", 1000, 0).named("slow-lease");
+    server.client.add_toxic("n1-redis", &toxic).await.unwrap();
+    let mut lease = TcpStream::connect(&p.listen).await.unwrap();
+    let mut other = TcpStream::connect(&p.listen).await.unwrap();
+    lease.write_all(b"*6\r\n$3\r\nSET\r\n$5\r\nlease\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n").await.unwrap();
+    lease.write_all(b"$5\r\n60000\r\n").await.unwrap();
+    // Sent after the lease command, answered before it: only the lease command waits.
+    assert_eq!(command(&mut other, &["SET", "other", "v"]).await, b"+OK\r\n");
+    let mut direct = TcpStream::connect(redis.addr).await.unwrap();
+    assert_eq!(command(&mut direct, &["EXISTS", "lease"]).await, b":0\r\n", "the lease command is still held back");
+    let (got, _) = {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(5), lease.read(&mut buf)).await.unwrap().unwrap();
+        (buf[..n].to_vec(), ())
+    };
+    assert_eq!(got, b"+OK\r\n");
+    let page = server.client.witness("n1-redis", 0).await.unwrap().unwrap();
+    let set =
+        page.records.iter().find(|r| matches!(&r.request, WireRequest::Redis { args } if args[1] == "lease")).unwrap();
+    assert!(set.reply_ns.unwrap() - set.sent_ns >= 1_000_000_000, "the lease command waited its latency");
+    let shown = server.client.request("GET", "/proxies/n1-redis/toxics/slow-lease", None).await.unwrap().1;
+    assert!(shown.contains(r#""command":"lease""#) && shown.contains(r#""latency":1000"#), "{shown}");
+    let downstream =
+        r#"{"type":"latency","stream":"downstream","attributes":{"latency":5,"key":"lease","command":"lease"}}"#;
+    let (status, body) =
+        server.client.request("POST", "/proxies/n1-redis/toxics", Some(downstream.into())).await.unwrap();
+    assert_eq!(status, 400, "{body}");
+    server.stop().await;
+}

@@ -52,7 +52,8 @@ pub(super) async fn heal_partition(w: &World<'_>, a: &Applied) -> Heal {
 
 /// The streams a `slow_redis` delays.
 fn slow_redis_streams(f: &Fault) -> &'static [Stream] {
-    match f.direction.unwrap_or(Direction::Replies) {
+    let default = if f.command.is_some() { Direction::Requests } else { Direction::Replies };
+    match f.direction.unwrap_or(default) {
         Direction::Replies => &[Stream::Downstream],
         Direction::Requests => &[Stream::Upstream],
         Direction::Both => &[Stream::Upstream, Stream::Downstream],
@@ -68,6 +69,9 @@ fn slow_redis_toxic(id: u64, stream: usize) -> String {
 /// once per delayed direction.
 pub(super) async fn slow_redis(w: &World<'_>, id: u64, f: &Fault, index: u32) -> Result<String, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if let Some(aimed) = f.command {
+        return slow_aimed(w, id, f, index, aimed).await;
+    }
     let (latency, jitter) = (f.latency_ms.unwrap_or(0), f.jitter_ms.unwrap_or(0));
     let streams = slow_redis_streams(f);
     let name = format!("n{index}-redis");
@@ -105,6 +109,57 @@ pub(super) async fn heal_slow_redis(w: &World<'_>, a: &Applied) -> Heal {
         let _ = proxy.remove_toxic(&format!("n{}-redis", a.index), &slow_redis_toxic(a.id, k)).await;
     }
     Heal::done("toxics removed")
+}
+
+/// `slow_redis` aimed at lease commands (`command`): a latency on the requests of those commands
+/// alone (an extension of our proxy's), every other command at full speed. Verified from the
+/// witness: a record of such a command, sent after the fault began, whose reply came at least the
+/// latency less the jitter after the proxy read it; or, aimed at renewals or releases, the node
+/// holds no lease (nothing to slow).
+async fn slow_aimed(w: &World<'_>, id: u64, f: &Fault, index: u32, aimed: Aimed) -> Result<String, String> {
+    let (latency, jitter) = (f.latency_ms.unwrap_or(0), f.jitter_ms.unwrap_or(0));
+    let name = NodeLink::Redis.proxy(index);
+    let key = w.lease.key();
+    let from = witness_now(w, &name, "slow_redis aimed at commands").await?;
+    let toxic = ToxicSpec::latency_aimed(&key, aimed.proxy_command(), latency, jitter).named(slow_redis_toxic(id, 0));
+    w.proxy.add_toxic(&name, &toxic).await.map_err(|e| e.to_string())?;
+    // The scripts the node's commands run by SHA1 were loaded before: learned from its whole record.
+    let mut scripts = match w.proxy.witness(&name, 0).await {
+        Ok(Some(page)) => leasequake_reports::wire::Scripts::learn(&page.records),
+        _ => leasequake_reports::wire::Scripts::default(),
+    };
+    let floor_ns = latency.saturating_sub(jitter).saturating_mul(1_000_000);
+    let (node, what) = (format!("n{index}"), aimed.as_str());
+    let limit = Duration::from_millis(w.s.lease.ttl_ms.saturating_mul(2).saturating_add(latency).saturating_add(2000));
+    let began = Instant::now();
+    // Bounded by `limit`.
+    while began.elapsed() < limit {
+        if let Ok(Some(page)) = w.proxy.witness(&name, from).await {
+            scripts = scripts.merged(leasequake_reports::wire::Scripts::learn(&page.records));
+            let slowed = page.records.iter().enumerate().find(|(i, r)| {
+                let op = leasequake_reports::wire::lease_op(r, page.records[..*i].iter(), &key, &scripts);
+                aimed.hits(op) && r.reply_ns.is_some_and(|at| at.saturating_sub(r.sent_ns) >= floor_ns)
+            });
+            if let Some((_, r)) = slowed {
+                let took = r.reply_ns.unwrap_or(r.sent_ns).saturating_sub(r.sent_ns) / 1_000_000;
+                return Ok(format!(
+                    "{name}: {node}'s {what} command (witness seq {}) answered {took} ms after the proxy read it (latency {latency} ± {jitter} ms, its requests only)",
+                    r.seq
+                ));
+            }
+        }
+        if matches!(aimed, Aimed::Renewal | Aimed::Release) {
+            let holder = w.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
+            if !w.lease.held_by(holder.trim(), &node) {
+                let holder = if holder.trim().is_empty() { "nobody" } else { holder.trim() };
+                return Ok(format!(
+                    "aimed at {node}'s {what} commands on {name}; {node} does not hold the lease (holder: {holder}), so none to slow"
+                ));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(format!("{node} sent no {what} command of {key} that the latency slowed within {} ms", limit.as_millis()))
 }
 
 /// How long a connection lives under `lose_replies` before it is cut, ms.
@@ -171,11 +226,7 @@ pub(super) async fn lose_aimed(w: &World<'_>, id: u64, index: u32, aimed: Aimed)
     let name = NodeLink::Redis.proxy(index);
     let key = w.lease.key();
     let from = witness_now(w, &name, "an aimed lose_replies").await?;
-    let command = match aimed {
-        Aimed::Acquire => "acquire",
-        Aimed::Renewal => "renew",
-        Aimed::Release => "release",
-    };
+    let command = aimed.proxy_command();
     w.proxy
         .add_toxic(&name, &ToxicSpec::lose_reply(&key, command).named(toxic_name(id)))
         .await
@@ -203,7 +254,7 @@ pub(super) async fn lose_aimed(w: &World<'_>, id: u64, index: u32, aimed: Aimed)
         if let Some(seen) = lost().await {
             return Ok(seen);
         }
-        if aimed != Aimed::Acquire {
+        if matches!(aimed, Aimed::Renewal | Aimed::Release) {
             let holder = w.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
             if !w.lease.held_by(holder.trim(), &node) {
                 // The aimed command may have run between the two reads: the witness first.

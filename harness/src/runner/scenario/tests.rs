@@ -303,7 +303,7 @@ fn slow_redis_needs_a_latency_in_range_a_jitter_within_it_and_a_node() {
 }
 
 #[test]
-fn an_aimed_lose_replies_names_acquire_renewal_or_release_and_command_belongs_to_it_alone() {
+fn an_aimed_fault_names_its_lease_command_and_command_belongs_to_lose_replies_and_slow_redis() {
     let lose = |extra: &str| OK.replace("kind = \"pause\"", &format!("kind = \"lose_replies\"\n{extra}"));
     for aimed in ["acquire", "renewal", "release"] {
         check(&lose(&format!("command = \"{aimed}\"")), Ok(()));
