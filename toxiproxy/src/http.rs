@@ -35,7 +35,10 @@ pub async fn exchange(
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| ExchangeError::Connect(e.to_string()))?;
-    let driver = tokio::spawn(conn);
+    // The connection's driver writes the request: aborted when this exchange ends or is dropped
+    // (a caller that gave up on the call), so a cancelled request never leaves afterwards, say
+    // after the caller released the lease it was made under.
+    let driver = AbortOnDrop(tokio::spawn(conn));
     let req = Request::builder()
         .method(method)
         .uri(path)
@@ -50,6 +53,15 @@ pub async fn exchange(
         Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
     }
     .await;
-    driver.abort();
+    drop(driver);
     result
+}
+
+/// A task aborted when this handle is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
