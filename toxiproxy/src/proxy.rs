@@ -444,19 +444,114 @@ fn validate(spec: &ProxySpec) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Whether `upstream` names the very address `listen` listens on: the same port, and a host that
-/// is the same, a loopback address, `localhost`, or unspecified. Every connection would then loop
-/// back into the proxy, each opening another.
+/// Whether `upstream` names the very address `listen` listens on: the same port (as a number),
+/// and a host that is the same address, or one of this machine's own in any spelling: a loopback
+/// or unspecified address, `localhost`, an IPv4-mapped IPv6 address of one, the classic IPv4
+/// forms (`127.1`, `2130706433`, `0x7f.1`), or an address of one of its interfaces. Every
+/// connection would then loop back into the proxy, each opening another. Names are not resolved
+/// (a container's name is an ordinary upstream), but for `localhost`.
 fn loops_back(upstream: &str, listen: &str) -> bool {
-    let split = |a: &str| -> Option<(String, String)> {
+    let split = |a: &str| -> Option<(String, u16)> {
         let (host, port) = a.rsplit_once(':')?;
-        Some((host.trim_matches(['[', ']']).to_ascii_lowercase(), port.to_owned()))
+        Some((host.trim_matches(['[', ']']).to_ascii_lowercase(), port.parse().ok()?))
     };
     let (Some((uh, up)), Some((lh, lp))) = (split(upstream), split(&normalize_listen(listen))) else { return false };
-    let local = |h: &str| {
-        h.is_empty()
-            || h == "localhost"
-            || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
-    };
-    up == lp && lp != "0" && (uh == lh || local(&uh))
+    if up != lp || lp == 0 {
+        return false;
+    }
+    match (host_ip(&uh), host_ip(&lh)) {
+        (Some(u), Some(l)) if u == l => true,
+        (Some(u), _) => own_address(u),
+        (None, _) => uh == lh || matches!(uh.trim_end_matches('.'), "localhost" | "ip6-localhost"),
+    }
+}
+
+/// A host as an address, in any spelling the system's resolver would read as one (IPv4-mapped
+/// IPv6 as the IPv4 address it maps); `None` for a name. The empty host is the unspecified one.
+fn host_ip(h: &str) -> Option<std::net::IpAddr> {
+    use std::net::IpAddr;
+    if h.is_empty() {
+        return Some(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    }
+    match h.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) => Some(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4)),
+        Ok(ip) => Some(ip),
+        Err(_) => inet_aton(h).map(IpAddr::V4),
+    }
+}
+
+/// The classic IPv4 spellings (`inet_aton`): one to four parts, each decimal, octal (`0` first)
+/// or hex (`0x` first), the last part filling the bytes left.
+fn inet_aton(s: &str) -> Option<std::net::Ipv4Addr> {
+    let parts: Vec<u64> = s
+        .split('.')
+        .map(|p| {
+            let (digits, radix) = match p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
+                Some(hex) => (hex, 16),
+                None if p.len() > 1 && p.starts_with('0') => (&p[1..], 8),
+                None => (p, 10),
+            };
+            if digits.is_empty() && radix != 16 {
+                return None;
+            }
+            u64::from_str_radix(if digits.is_empty() { "0" } else { digits }, radix).ok()
+        })
+        .collect::<Option<_>>()?;
+    let (last, head) = parts.split_last()?;
+    if head.len() > 3 || head.iter().any(|b| *b > 255) {
+        return None;
+    }
+    let room = 8 * (4 - head.len() as u32);
+    if room < 64 && *last >= 1u64 << room {
+        return None;
+    }
+    let value = head.iter().enumerate().fold(*last, |v, (i, b)| v | (b << (24 - 8 * i as u32)));
+    u32::try_from(value).ok().map(std::net::Ipv4Addr::from)
+}
+
+/// Whether `ip` is this machine's: loopback, unspecified, or bindable here (an address of one of
+/// its interfaces: binding any other fails).
+fn own_address(ip: std::net::IpAddr) -> bool {
+    ip.is_loopback() || ip.is_unspecified() || std::net::UdpSocket::bind((ip, 0)).is_ok()
+}
+
+#[cfg(test)]
+mod loop_tests {
+    use super::loops_back;
+
+    #[test]
+    fn every_spelling_of_this_machine_at_the_listen_port_is_a_loop() {
+        let listen = "127.0.0.1:8474";
+        for own in [
+            "127.0.0.1:8474",
+            "localhost:8474",
+            "localhost.:8474",
+            "LOCALHOST:8474",
+            "127.1:8474",
+            "0:8474",
+            "2130706433:8474",
+            "0x7f.1:8474",
+            "0177.0.0.1:8474",
+            "[::1]:8474",
+            "[::ffff:127.0.0.1]:8474",
+            "[::]:8474",
+            "0.0.0.0:8474",
+            "127.0.0.1:08474",
+            ":8474",
+        ] {
+            assert!(loops_back(own, listen), "{own} must be refused");
+        }
+        // This machine's own interface address, whatever it is.
+        let out = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        if out.connect("10.255.255.1:9").is_ok() {
+            let mine = out.local_addr().unwrap().ip();
+            if !mine.is_unspecified() {
+                assert!(loops_back(&format!("{mine}:8474"), "0.0.0.0:8474"), "{mine}");
+            }
+        }
+        for other in ["10.255.255.1:8474", "redis-primary:8474", "127.0.0.1:6379", "1.2.3.4.5:8474", "256.1:8474"] {
+            assert!(!loops_back(other, listen), "{other} is not this listener");
+        }
+        assert!(!loops_back("127.0.0.1:0", "127.0.0.1:0"), "port 0 is not known yet");
+    }
 }
