@@ -290,6 +290,16 @@ impl Pump {
         (src, dst, end)
     }
 
+    /// Writes all of `data` unless killed first: a peer that does not read cannot keep a killed
+    /// connection (a deleted proxy's) open.
+    async fn write(&self, dst: &mut OwnedWriteHalf, data: &[u8]) -> Result<(), End> {
+        tokio::select! {
+            biased;
+            () = self.kill.cancelled() => Err(End::Close),
+            written = dst.write_all(data) => written.map_err(|_| End::Close),
+        }
+    }
+
     /// Sleeps unless killed; returns whether it slept the whole time.
     async fn wait(&self, d: Duration) -> bool {
         if d.is_zero() {
@@ -350,13 +360,13 @@ impl Pump {
         // When the write began: the peer cannot have read any of it before.
         let writing_ns = mono_ns();
         match slicer {
-            None => dst.write_all(data).await.map_err(|_| End::Close)?,
+            None => self.write(dst, data).await?,
             Some((avg, var, delay)) => {
                 while !data.is_empty() {
                     let v = if var > 0 { self.rng.random_range(0..=2 * var) as i64 - var as i64 } else { 0 };
                     let size = (avg as i64 + v).max(1) as usize;
                     let (now, rest) = data.split_at(size.min(data.len()));
-                    dst.write_all(now).await.map_err(|_| End::Close)?;
+                    self.write(dst, now).await?;
                     data = rest;
                     if !data.is_empty() && !self.wait(Duration::from_micros(delay)).await {
                         return Err(End::Close);

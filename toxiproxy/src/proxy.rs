@@ -22,6 +22,14 @@ use crate::witness::{Log, SharedScripts};
 
 /// How long stopping a proxy waits for its connections to close.
 const STOP_GRACE: Duration = Duration::from_secs(2);
+/// A populate's step: the proxy's name and, when it existed before, its listen, upstream and
+/// whether it ran.
+type Step = (String, Option<(String, String, bool)>);
+
+/// The most proxies one server holds: a populate of more is refused whole.
+pub const MAX_PROXIES: usize = 1000;
+/// The most toxics one proxy holds: every chunk passes through each.
+pub const MAX_TOXICS: usize = 64;
 
 /// The most connections one proxy holds open at once: past it a new client is closed at once.
 /// Bounds what a proxy pointed at itself (or at another proxy pointed back) can take.
@@ -258,6 +266,11 @@ impl Collection {
         if proxies.contains_key(&spec.name) {
             return Err(ApiError::ProxyAlreadyExists);
         }
+        if proxies.len() >= MAX_PROXIES {
+            return Err(ApiError::BadRequestBody(format!(
+                "this server holds at most {MAX_PROXIES} proxies: delete one first"
+            )));
+        }
         let listens = |own: &str| {
             std::iter::once(own).chain(proxies.values().map(|p| p.listen.as_str())).map(str::to_owned).collect()
         };
@@ -278,26 +291,56 @@ impl Collection {
 
     /// Creates or updates each proxy in order; stops at the first error, returning what was done.
     pub async fn populate(&self, specs: Vec<ProxySpec>) -> (Vec<Value>, Option<ApiError>) {
+        if specs.len() > MAX_PROXIES {
+            let e = format!("a populate of {} proxies: this server holds at most {MAX_PROXIES}", specs.len());
+            return (Vec::new(), Some(ApiError::BadRequestBody(e)));
+        }
         let mut done = Vec::new();
+        // What each step changed, to undo it if a later one fails: all or nothing, as Toxiproxy.
+        let mut undo: Vec<Step> = Vec::new();
         for spec in specs {
-            let exists = self.proxies.lock().await.contains_key(&spec.name);
-            let result = if exists {
-                self.update(
-                    &spec.name.clone(),
-                    Some(spec.listen.clone()),
-                    Some(spec.upstream.clone()),
-                    Some(spec.enabled),
-                )
+            let before = self
+                .proxies
+                .lock()
                 .await
-            } else {
-                self.create(spec).await
+                .get(&spec.name)
+                .map(|p| (p.listen.clone(), p.upstream.clone(), p.running.is_some()));
+            let name = spec.name.clone();
+            let result = match before {
+                Some(_) => {
+                    let (listen, upstream) = (Some(spec.listen.clone()), Some(spec.upstream.clone()));
+                    self.update(&name, listen, upstream, Some(spec.enabled)).await
+                }
+                None => self.create(spec).await,
             };
             match result {
-                Ok(json) => done.push(json),
-                Err(e) => return (done, Some(e)),
+                Ok(json) => {
+                    done.push(json);
+                    undo.push((name, before));
+                }
+                Err(e) => {
+                    self.undo(undo).await;
+                    return (Vec::new(), Some(e));
+                }
             }
         }
         (done, None)
+    }
+
+    /// Undoes a failed populate's steps, the last first: a proxy it created is deleted, one it
+    /// updated gets its listen, upstream and state back.
+    async fn undo(&self, steps: Vec<Step>) {
+        for (name, before) in steps.into_iter().rev() {
+            let undone = match before {
+                None => self.delete(&name).await,
+                Some((listen, upstream, enabled)) => {
+                    self.update(&name, Some(listen), Some(upstream), Some(enabled)).await.map(|_| ())
+                }
+            };
+            if let Err(e) = undone {
+                warn!(%name, error = %e, "a failed populate could not undo this proxy");
+            }
+        }
     }
 
     /// One proxy.
@@ -345,8 +388,9 @@ impl Collection {
 
     /// Stops and removes a proxy.
     pub async fn delete(&self, name: &str) -> Result<(), ApiError> {
-        let mut proxies = self.proxies.lock().await;
-        let mut proxy = proxies.remove(name).ok_or(ApiError::ProxyNotFound)?;
+        // Out of the collection under the lock; stopped without it, so the API keeps answering
+        // while the proxy's connections close.
+        let mut proxy = self.proxies.lock().await.remove(name).ok_or(ApiError::ProxyNotFound)?;
         proxy.stop().await;
         Ok(())
     }
@@ -379,6 +423,11 @@ impl Collection {
         let toxic = Toxic::from_json(body)?;
         if p.toxics.borrow().iter().any(|t| t.name == toxic.name) {
             return Err(ApiError::ToxicAlreadyExists);
+        }
+        if p.toxics.borrow().len() >= MAX_TOXICS {
+            return Err(ApiError::BadRequestBody(format!(
+                "proxy {proxy} holds at most {MAX_TOXICS} toxics (each chunk passes through every one): remove one first"
+            )));
         }
         let json = toxic.to_json();
         p.toxics.send_modify(|list| Arc::make_mut(list).push(toxic));

@@ -239,3 +239,85 @@ async fn idle_half_sent_requests_cannot_lock_the_api_out() {
     let ended = tokio::time::timeout(std::time::Duration::from_secs(30), held[0].read(&mut buf)).await;
     assert!(ended.is_ok(), "a half-sent request was held open for 30 s");
 }
+
+#[tokio::test]
+async fn deleting_a_proxy_whose_client_does_not_read_closes_its_links_and_leaves_the_api_answering() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An upstream that writes without end; a client that never reads: the proxy's pump blocks in
+    // its write to the client.
+    let flood = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = flood.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = flood.accept().await {
+            tokio::spawn(async move { while c.write_all(&[7u8; 64 * 1024]).await.is_ok() {} });
+        }
+    });
+    let s = Server::start().await;
+    let (_, p) =
+        call(&s, "POST", "/proxies", Some(json!({"name": "f", "listen": "127.0.0.1:0", "upstream": up.to_string()})))
+            .await;
+    let mut client = tokio::net::TcpStream::connect(p["listen"].as_str().unwrap()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let t = std::time::Instant::now();
+    let (deleted, listed) = tokio::join!(call(&s, "DELETE", "/proxies/f", None), async {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        call(&s, "GET", "/proxies", None).await
+    });
+    assert_eq!((deleted.0, listed.0), (204, 200));
+    // Not the 2 s grace a stuck link used to take, under the lock every other call waits on.
+    assert!(t.elapsed() < std::time::Duration::from_millis(1500), "{:?}", t.elapsed());
+    // The client, reading now, drains what was in flight and sees its connection end.
+    let mut buf = vec![0u8; 1 << 20];
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the deleted proxy's link is still delivering");
+}
+
+#[tokio::test]
+async fn a_populate_that_fails_leaves_nothing_behind_and_the_caps_are_named() {
+    let s = Server::start().await;
+    let (up, _stop) = echo().await;
+    let (_, kept) = call(
+        &s,
+        "POST",
+        "/proxies",
+        Some(json!({"name": "kept", "listen": "127.0.0.1:0", "upstream": up.to_string()})),
+    )
+    .await;
+    // Three good proxies, an update of `kept`, then one that cannot bind (the API's own port).
+    let api = s.api.to_string();
+    let mut batch: Vec<Value> =
+        (0..3).map(|i| json!({"name": format!("p{i}"), "listen": "127.0.0.1:0", "upstream": up.to_string()})).collect();
+    batch.push(json!({"name": "kept", "listen": kept["listen"], "upstream": "10.255.255.1:9", "enabled": true}));
+    batch.push(json!({"name": "bad", "listen": api, "upstream": up.to_string()}));
+    let (status, body) = call(&s, "POST", "/populate", Some(Value::Array(batch))).await;
+    assert!(status >= 400, "{status} {body}");
+    assert_eq!(body["proxies"], json!([]), "{body}");
+    let (_, all) = call(&s, "GET", "/proxies", None).await;
+    let names: Vec<&String> = all.as_object().unwrap().keys().collect();
+    assert_eq!(names, ["kept"], "all or nothing: {all}");
+    assert_eq!(all["kept"]["upstream"], kept["upstream"], "the update is undone");
+    // More proxies than a server holds: refused whole, naming the cap.
+    let many: Vec<Value> = (0..1001)
+        .map(|i| json!({"name": format!("m{i}"), "listen": "127.0.0.1:0", "upstream": up.to_string()}))
+        .collect();
+    let (status, body) = call(&s, "POST", "/populate", Some(Value::Array(many))).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("at most 1000"), "{body}");
+    // Toxics per proxy are capped too.
+    for i in 0..64 {
+        let t = json!({"name": format!("n{i}"), "type": "noop"});
+        assert_eq!(call(&s, "POST", "/proxies/kept/toxics", Some(t)).await.0, 200);
+    }
+    let (status, body) =
+        call(&s, "POST", "/proxies/kept/toxics", Some(json!({"name": "one-more", "type": "noop"}))).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("at most 64 toxics"), "{body}");
+}
