@@ -370,3 +370,85 @@ fn a_slow_redis_aimed_at_renewals_delays_their_requests_alone_in_the_simulation(
     assert!(!renewals.is_empty() && renewals.iter().all(|ms| *ms >= 300), "renewals slowed: {renewals:?}");
     assert!(!checks.is_empty() && checks.iter().all(|ms| *ms < 300), "checks at full speed: {checks:?}");
 }
+
+mod any_history {
+    //! Any number in a real history (the simulation's, with wire, model and audit lines) set to
+    //! any value: the checker judges it, never panics, never wraps (proptest).
+    use leasequake_reports::history::HistoryLine;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    fn history() -> &'static Vec<serde_json::Value> {
+        static LINES: OnceLock<Vec<serde_json::Value>> = OnceLock::new();
+        LINES.get_or_init(|| {
+            let s = super::scenario();
+            let run = super::run_seed(&s, 104, 5, &super::reference()).unwrap();
+            run.lines.iter().map(|l| serde_json::to_value(l).unwrap()).collect()
+        })
+    }
+
+    /// The paths to every number in `v`.
+    fn numbers(v: &serde_json::Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        match v {
+            serde_json::Value::Number(_) => out.push(at.clone()),
+            serde_json::Value::Object(m) => m.iter().for_each(|(k, x)| {
+                at.push(k.clone());
+                numbers(x, at, out);
+                at.pop();
+            }),
+            serde_json::Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| {
+                at.push(i.to_string());
+                numbers(x, at, out);
+                at.pop();
+            }),
+            _ => {}
+        }
+    }
+
+    fn set(v: &mut serde_json::Value, path: &[String], to: serde_json::Value) {
+        let Some((first, rest)) = path.split_first() else {
+            *v = to;
+            return;
+        };
+        let next = match v {
+            serde_json::Value::Object(m) => m.get_mut(first),
+            serde_json::Value::Array(a) => first.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
+            _ => None,
+        };
+        if let Some(n) = next {
+            set(n, rest, to);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #[test]
+        fn any_number_of_any_line_set_to_any_value_is_judged_without_a_panic(
+            line in any::<prop::sample::Index>(),
+            which in any::<prop::sample::Index>(),
+            to in prop_oneof![
+                Just(u64::MAX),
+                Just(0u64),
+                Just(i64::MAX as u64),
+                Just(i64::MAX as u64 + 1),
+                any::<u64>(),
+            ],
+            edits in 1usize..4,
+        ) {
+            let mut lines = history().clone();
+            for k in 0..edits {
+                let i = line.index(lines.len()).wrapping_add(k * 7) % lines.len();
+                let mut paths = Vec::new();
+                numbers(&lines[i], &mut Vec::new(), &mut paths);
+                if paths.is_empty() {
+                    continue;
+                }
+                let p = paths[which.index(paths.len())].clone();
+                set(&mut lines[i], &p, serde_json::Value::from(to.wrapping_sub(k as u64)));
+            }
+            // A line the edit made unreadable is left out (as `check` on a file names it).
+            let parsed: Vec<HistoryLine> = lines.into_iter().filter_map(|l| serde_json::from_value(l).ok()).collect();
+            let _ = crate::check::check(&parsed);
+        }
+    }
+}

@@ -507,3 +507,93 @@ fn a_sim_table_is_refused_beside_faults_which_the_draw_would_never_use() {
     let line = typo.lines().position(|l| l == "swarn = true").map(|i| i + 1);
     check(&typo, Err(("swarn", line)));
 }
+
+mod any_file {
+    //! Any scenario file, however wrong, parses or is refused naming the file and the field:
+    //! never a panic, never a number that wraps (proptest).
+    use super::{parse, OK};
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    /// A value as a file might hold it: numbers at and past every width's edge, signs, floats,
+    /// strings, arrays, tables.
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            Just("18446744073709551616".to_owned()),
+            Just("-9223372036854775809".to_owned()),
+            Just("1e300".to_owned()),
+            Just("nan".to_owned()),
+            Just("-0".to_owned()),
+            "[a-z_\\-]{0,12}".prop_map(|s| format!("\"{s}\"")),
+            Just("[1, 2]".to_owned()),
+            Just("{ n2 = 18446744073709551615 }".to_owned()),
+            Just("true".to_owned()),
+        ]
+    }
+
+    /// Every key a scenario file may hold, and some it may not.
+    const KEYS: &[&str] = &[
+        "duration_s",
+        "count",
+        "ttl_ms",
+        "renew_ms",
+        "embed_ms",
+        "at_s",
+        "duration_s",
+        "at_ms",
+        "duration_ms",
+        "latency_ms",
+        "jitter_ms",
+        "jump_ms",
+        "follow_ms",
+        "follow_ms_by_node",
+        "waste_budget_ms",
+        "on",
+        "target",
+        "kind",
+        "command",
+        "direction",
+        "mode",
+        "link",
+        "never_follow",
+        "unreplicated_acquire",
+        "checkpoints",
+        "sync_points",
+        "batches",
+        "seed",
+        "policy",
+        "fence_source",
+        "typo_field",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 768, ..ProptestConfig::default() })]
+        #[test]
+        fn a_key_set_to_any_value_in_any_table_parses_or_is_refused_naming_file_and_field(
+            table in prop::sample::select(vec!["", "[nodes]\n", "[lease]\n", "[pipeline]\n", "[store]\n", "[[faults]]\nkind = \"pause\"\ntarget = \"owner\"\nat_s = 5\nduration_s = 3\n", "[random]\n", "[sentinel]\n"]),
+            key in prop::sample::select(KEYS),
+            v in value(),
+        ) {
+            // The edit goes at the end of the file, in `table` (a new table, or the top level's
+            // keys moved to the front).
+            let text = if table.is_empty() { format!("{key} = {v}\n{OK}") } else { format!("{OK}{table}{key} = {v}\n") };
+            if let Err(e) = parse(Path::new("s.toml"), &text) {
+                let shown = e.to_string();
+                prop_assert!(shown.starts_with("s.toml"), "{}", shown);
+                prop_assert!(!e.field.is_empty() && !e.message.is_empty(), "{}", shown);
+            }
+        }
+
+        #[test]
+        fn any_byte_anywhere_parses_or_is_refused_naming_the_file(at in 0usize..OK.len(), byte in any::<u8>(), cut in any::<bool>()) {
+            let mut bytes = OK.as_bytes().to_vec();
+            if cut { bytes.truncate(at) } else { bytes[at] = byte }
+            let text = String::from_utf8_lossy(&bytes);
+            if let Err(e) = parse(Path::new("s.toml"), &text) {
+                prop_assert!(e.to_string().starts_with("s.toml"), "{}", e);
+            }
+        }
+    }
+}
