@@ -49,14 +49,28 @@ pub async fn serve(
     witness: Witness,
 ) {
     let connect = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&upstream));
-    let server = tokio::select! {
-        () = kill.cancelled() => return,
-        r = connect => match r {
-            Ok(Ok(s)) => s,
-            // Toxiproxy closes the client when the upstream cannot be reached.
-            _ => { debug!(upstream, "unable to open connection to upstream"); return; }
-        },
+    tokio::pin!(connect);
+    // The client may send before the upstream is connected: when its first bytes arrived is
+    // noted, so the witness's stamp of its first request is not the connect's time.
+    let mut arrived_ns = None;
+    // Bounded by the connect's timeout.
+    let server = loop {
+        tokio::select! {
+            () = kill.cancelled() => return,
+            r = &mut connect => break match r {
+                Ok(Ok(s)) => s,
+                // Toxiproxy closes the client when the upstream cannot be reached.
+                _ => { debug!(upstream, "unable to open connection to upstream"); return; }
+            },
+            ready = client.readable(), if arrived_ns.is_none() => {
+                arrived_ns = Some(mono_ns());
+                if ready.is_err() { return; }
+            }
+        }
     };
+    if let Some(ns) = arrived_ns {
+        witness.lock().unwrap_or_else(std::sync::PoisonError::into_inner).arrived(ns);
+    }
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let (cr, cw) = client.into_split();

@@ -168,6 +168,9 @@ pub struct Conn {
     pending: VecDeque<u64>,
     /// The request whose reply this connection must lose (`lose_reply`).
     lose: Option<u64>,
+    /// When the client's first bytes arrived, if before the proxy could read them (it reads once
+    /// the upstream is connected): the first request's stamp.
+    arrived: Option<u64>,
 }
 
 impl Conn {
@@ -182,7 +185,13 @@ impl Conn {
             down: Vec::new(),
             pending: VecDeque::new(),
             lose: None,
+            arrived: None,
         }
+    }
+
+    /// The client's first bytes arrived at `ns`, before the proxy read them.
+    pub fn arrived(&mut self, ns: u64) {
+        self.arrived = Some(ns);
     }
 
     /// Marks request `seq` (this connection's) as the one whose reply is lost.
@@ -229,7 +238,7 @@ impl Conn {
             return done;
         }
         if self.up.is_empty() {
-            self.up_ns = at_ns;
+            self.up_ns = self.arrived.take().map_or(at_ns, |a| a.min(at_ns));
         }
         // Where the buffer's first byte is, relative to `data`.
         let mut start = -isize::try_from(self.up.len()).unwrap_or(isize::MAX);
