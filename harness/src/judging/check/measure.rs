@@ -173,9 +173,18 @@ fn node_counts<'a>(
     let mut last_action: HashMap<&str, (u64, &str)> = HashMap::new();
     let after_loss = |token: &str, n: &NodeLine| loss_at.get(token).is_some_and(|l| n.sent_ns > *l);
     let served: std::collections::HashSet<&str> = model.iter().map(|r| r.node.as_str()).collect();
-    for r in model.iter().filter(|r| loss_at.get(r.token.as_str()).is_some_and(|l| r.arrived_ns > *l)) {
-        m.nodes.entry(r.node.clone()).or_default().wasted_model_calls += 1;
-        latest(&mut last_action, &r.token, (r.arrived_ns, &r.node));
+    for r in model {
+        let Some(lost) = loss_at.get(r.token.as_str()) else { continue };
+        if r.arrived_ns > *lost {
+            m.nodes.entry(r.node.clone()).or_default().wasted_model_calls += 1;
+            latest(&mut last_action, &r.token, (r.arrived_ns, &r.node));
+        }
+        // A call in flight at the loss that the node let run to its answer was worked on after
+        // the loss until it answered (as a node's own `model_call` report, sent when the call
+        // returns, says).
+        if let Some(done) = r.finished_ns.filter(|f| f > lost) {
+            latest(&mut last_action, &r.token, (done, &r.node));
+        }
     }
     for n in nodes {
         let nm = m.nodes.entry(n.node.to_owned()).or_default();

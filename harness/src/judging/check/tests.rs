@@ -574,6 +574,53 @@ fn working_past_the_waste_budget_after_a_loss_violates_bounded_waste_unless_the_
     assert_eq!(status(&wasteful(Some(50), true), "bounded_waste"), PropertyStatus::Held);
 }
 
+#[test]
+fn a_model_call_left_running_after_a_loss_is_waste_until_the_service_answered_it() {
+    // n1's call reached the model service before n2 acquired and was answered 200 ms after: the
+    // service worked for a lost lease that long. Its `model_call` report (sent on the answer)
+    // made it waste before the service's log was read; the service's log must say the same.
+    let model = |arrived_ns, finished_ns| {
+        HistoryLine::Model(leasequake_reports::history::ModelRecord {
+            seq: 1,
+            arrived_ns,
+            finished_ns,
+            tenant: "t".into(),
+            node: "n1".into(),
+            token: token("n1", 1),
+            fence: 1,
+            batch: 1,
+            ms: 220,
+        })
+    };
+    let with = |finished_after_ms: Option<u64>| {
+        let mut lines = wasteful(Some(50), false);
+        let n2_acquired = lines
+            .iter()
+            .find_map(|l| match l {
+                HistoryLine::Node { node, received_ns, event, .. }
+                    if node == "n2" && matches!(event.kind, EventKind::Acquired { .. }) =>
+                {
+                    Some(*received_ns)
+                }
+                _ => None,
+            })
+            .unwrap();
+        lines.retain(
+            |l| !matches!(l, HistoryLine::Node { event, .. } if matches!(event.kind, EventKind::ModelCall { .. })),
+        );
+        let last = lines.len() - 1;
+        lines.insert(last, model(n2_acquired - MS, finished_after_ms.map(|ms| n2_acquired + ms * MS)));
+        crate::history::seal(&mut lines);
+        lines
+    };
+    let p = |lines: &[HistoryLine]| check(lines).properties.into_iter().find(|p| p.name == "bounded_waste").unwrap();
+    let left_running = p(&with(Some(200)));
+    assert_eq!(left_running.status, PropertyStatus::Violated, "{left_running:?}");
+    assert!(left_running.violations[0].summary.contains("n1 worked 20"), "{:?}", left_running.violations[0].summary);
+    assert_eq!(p(&with(Some(20))).status, PropertyStatus::Held, "answered within the budget");
+    assert_eq!(p(&with(None)).status, PropertyStatus::Held, "cancelled at once: never answered");
+}
+
 /// n3 and n2 report acquisitions 1 ms apart; n3 then works 300 ms.
 fn racing_reports(n2_fence: u64) -> Vec<HistoryLine> {
     let mut h = H::new();
