@@ -149,9 +149,7 @@ async fn slow_aimed(w: &World<'_>, id: u64, f: &Fault, index: u32, aimed: Aimed)
             }
         }
         if matches!(aimed, Aimed::Renewal | Aimed::Release) {
-            let holder = w.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
-            if !w.lease.held_by(holder.trim(), &node) {
-                let holder = if holder.trim().is_empty() { "nobody" } else { holder.trim() };
+            if let Some(holder) = not_holding(w, &key, &node).await {
                 return Ok(format!(
                     "aimed at {node}'s {what} commands on {name}; {node} does not hold the lease (holder: {holder}), so none to slow"
                 ));
@@ -218,6 +216,14 @@ async fn witness_now(w: &World<'_>, name: &str, what: &str) -> Result<u64, Strin
     }
 }
 
+/// Who holds the lease on the primary when `node` does not ("nobody" for none): an aimed fault
+/// then has no command of `node`'s to act on. `None` while `node` holds it.
+async fn not_holding(w: &World<'_>, key: &str, node: &str) -> Option<String> {
+    let holder = w.env.redis_cli("redis-primary", &["GET", key]).await.unwrap_or_default();
+    let holder = holder.trim();
+    (!w.lease.held_by(holder, node)).then(|| if holder.is_empty() { "nobody".to_owned() } else { holder.to_owned() })
+}
+
 /// `lose_replies` aimed at one lease command (`command`): the proxy loses the reply to the node's
 /// next such command, once, and closes that connection; every other command is answered.
 /// Verified from the witness's own record: that command, answered by Redis and marked lost; or,
@@ -255,13 +261,11 @@ pub(super) async fn lose_aimed(w: &World<'_>, id: u64, index: u32, aimed: Aimed)
             return Ok(seen);
         }
         if matches!(aimed, Aimed::Renewal | Aimed::Release) {
-            let holder = w.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
-            if !w.lease.held_by(holder.trim(), &node) {
+            if let Some(holder) = not_holding(w, &key, &node).await {
                 // The aimed command may have run between the two reads: the witness first.
                 if let Some(seen) = lost().await {
                     return Ok(seen);
                 }
-                let holder = if holder.trim().is_empty() { "nobody" } else { holder.trim() };
                 return Ok(format!(
                     "aimed at {node}'s next {what} on {name}; {node} does not hold the lease (holder: {holder}), so no {what} to lose"
                 ));
@@ -304,9 +308,7 @@ pub(super) async fn stall_renewal(w: &World<'_>, id: u64, index: u32) -> Result<
                 ));
             }
         }
-        let holder = w.env.redis_cli("redis-primary", &["GET", &key]).await.unwrap_or_default();
-        if !w.lease.held_by(holder.trim(), &node) {
-            let holder = if holder.trim().is_empty() { "nobody" } else { holder.trim() };
+        if let Some(holder) = not_holding(w, &key, &node).await {
             return Ok(format!(
                 "the hold is on {name}; {node} does not hold the lease (holder: {holder}), so no renewal to stop"
             ));
