@@ -75,7 +75,7 @@ impl Witness {
     /// What `request`, about to be sent on `link`, does to `lease_key`, read as the proxy reads
     /// it (`reports::wire::lease_op`, from the link's earlier records).
     pub fn lease_op(&self, link: &str, request: &WireRequest, lease_key: &str) -> Option<LeaseOp> {
-        let scripts = self.scripts.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let scripts = self.scripts.lock().unwrap_or_else(PoisonError::into_inner);
         let links = self.links.lock().unwrap_or_else(PoisonError::into_inner);
         let at = WireRecord {
             seq: 0,
