@@ -6,6 +6,7 @@
 //! link    one proxied connection: two pumps applying the current toxics to every chunk
 //! toxic   the toxics: parsing, JSON, attributes
 //! witness what each proxy's clients sent and got back (Redis commands, HTTP requests), stamped
+//! descriptors the pool listeners and links draw from, below the open-file limit, the API's reserve kept
 //! client  the harness's async client: every status checked, every call timed out
 //! http    one JSON request per connection; tells "never sent" from "maybe delivered"
 //! error   ApiError (the API's answers)
@@ -16,6 +17,7 @@
 
 pub mod api;
 pub mod client;
+pub mod descriptors;
 pub mod error;
 pub mod http;
 mod link;

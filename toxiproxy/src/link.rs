@@ -26,6 +26,8 @@ pub type Witness = std::sync::Arc<std::sync::Mutex<Conn>>;
 pub type Toxics = watch::Receiver<Arc<Vec<Toxic>>>;
 
 const CHUNK: usize = 32 * 1024;
+/// A link's first read buffer, grown to [`CHUNK`] when a read fills it.
+const FIRST_CHUNK: usize = 4 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How a pump ended.
@@ -212,7 +214,9 @@ impl Pump {
     }
 
     async fn run(mut self, mut src: OwnedReadHalf, mut dst: OwnedWriteHalf) -> (OwnedReadHalf, OwnedWriteHalf, End) {
-        let mut buf = vec![0u8; CHUNK];
+        // Small while the link carries small messages (Redis commands): a thousand idle links
+        // hold 8 MiB of buffers, not 64; grown once a read fills it.
+        let mut buf = vec![0u8; FIRST_CHUNK];
         // Bounded by the connection: every turn reads, or ends on a close, reset or kill.
         let end = loop {
             let active = self.active();
@@ -257,6 +261,7 @@ impl Pump {
                         let _ = dst.shutdown().await;
                         break End::Eof;
                     } Ok(n) => n };
+                    let grow = n == buf.len() && buf.len() < CHUNK;
                     let done = if self.stream == Stream::Upstream {
                         self.witness(&buf[..n], Some(mono_ns()), blackhole.is_none())
                     } else {
@@ -293,6 +298,9 @@ impl Pump {
                     }
                     if let Err(end) = forwarded {
                         break end;
+                    }
+                    if grow {
+                        buf.resize(CHUNK, 0);
                     }
                 }
             }

@@ -84,6 +84,7 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr} (port in use? choose another with -port)"))?;
     let seed = flags.seed.unwrap_or_else(|| std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), 0u8));
+    let limit = leasequake_toxiproxy::descriptors::raise_open_file_limit();
     let collection = Arc::new(Collection::new(seed));
     if let Some(path) = &flags.config {
         let text = std::fs::read(path).with_context(|| format!("cannot read -config {path}"))?;
@@ -93,7 +94,7 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
             anyhow::bail!("{path}: {e}");
         }
     }
-    tracing::info!(address = %listener.local_addr()?, version = api::API_VERSION, "API listening");
+    tracing::info!(address = %listener.local_addr()?, version = api::API_VERSION, open_files = ?limit, "API listening");
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     tokio::spawn(async move {

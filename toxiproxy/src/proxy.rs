@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::descriptors::Descriptors;
 use crate::error::ApiError;
 use crate::link;
 use crate::toxic::Toxic;
@@ -39,6 +40,8 @@ struct Running {
     cancel: CancellationToken,
     accept: JoinHandle<()>,
     links: TaskTracker,
+    /// The listener's place in the descriptor pool, given back when it stops.
+    _place: OwnedSemaphorePermit,
 }
 
 /// One proxy: a listener forwarding to an upstream, with toxics.
@@ -132,10 +135,13 @@ impl Proxy {
         Value::Array(self.toxics.borrow().iter().map(Toxic::to_json).collect())
     }
 
-    async fn start(&mut self, seeds: &Arc<AtomicU64>) -> Result<(), ApiError> {
+    async fn start(&mut self, seeds: &Arc<AtomicU64>, descriptors: &Descriptors) -> Result<(), ApiError> {
         if self.running.is_some() {
             return Ok(());
         }
+        let place = descriptors
+            .listener()
+            .ok_or_else(|| ApiError::Listen { addr: self.listen.clone(), reason: spent(descriptors) })?;
         let addr = normalize_listen(&self.listen);
         let listener = TcpListener::bind(&addr)
             .await
@@ -151,11 +157,11 @@ impl Proxy {
             self.toxics.subscribe(),
             cancel.clone(),
             links.clone(),
-            seeds.clone(),
+            (seeds.clone(), descriptors.clone()),
             (self.witness.clone(), self.name.clone()),
         ));
         info!(name = %self.name, listen = %self.listen, upstream = %self.upstream, "started proxy");
-        self.running = Some(Running { cancel, accept, links });
+        self.running = Some(Running { cancel, accept, links, _place: place });
         Ok(())
     }
 
@@ -187,7 +193,7 @@ async fn accept_loop(
     toxics: link::Toxics,
     cancel: CancellationToken,
     links: TaskTracker,
-    seeds: Arc<AtomicU64>,
+    (seeds, descriptors): (Arc<AtomicU64>, Descriptors),
     (witness, name): (Arc<Log>, String),
 ) {
     // Bounded by the proxy's life: ends when the proxy stops.
@@ -201,10 +207,19 @@ async fn accept_loop(
                 warn!(%peer, limit = MAX_LINKS, "connection refused: the proxy holds too many");
                 drop(client);
             }
-            Ok((client, _)) => {
+            Ok((client, peer)) => {
+                let Some(places) = descriptors.link() else {
+                    warn!(%peer, proxy = %name, reason = %spent(&descriptors), "connection refused");
+                    drop(client);
+                    continue;
+                };
                 let seed = seeds.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
                 let w = witness.conn(&name);
-                links.spawn(link::serve(client, upstream.clone(), toxics.clone(), cancel.child_token(), seed, w));
+                let serve = link::serve(client, upstream.clone(), toxics.clone(), cancel.child_token(), seed, w);
+                links.spawn(async move {
+                    serve.await;
+                    drop(places);
+                });
             }
             Err(e) => {
                 warn!(error = %e, "accept failed");
@@ -214,10 +229,22 @@ async fn accept_loop(
     }
 }
 
+/// Why a listener or link found no descriptor, and the fix.
+fn spent(d: &Descriptors) -> String {
+    format!(
+        "this server's descriptors are spent ({} of {} in use, {} kept for the API): close connections or raise the open-file limit (`ulimit -n`)",
+        d.in_use(),
+        d.size(),
+        crate::descriptors::RESERVE
+    )
+}
+
 /// Every proxy, by name.
 pub struct Collection {
     proxies: tokio::sync::Mutex<BTreeMap<String, Proxy>>,
     seeds: Arc<AtomicU64>,
+    /// Where listeners and links take their descriptors from.
+    descriptors: Descriptors,
     /// Where the API listens (no proxy may forward there).
     api: std::sync::OnceLock<String>,
     /// The Lua scripts the witnesses saw, shared by every proxy.
@@ -225,12 +252,20 @@ pub struct Collection {
 }
 
 impl Collection {
-    /// An empty collection; `seed` drives toxicity rolls and jitter.
+    /// An empty collection; `seed` drives toxicity rolls and jitter. Its descriptor pool is
+    /// sized from the process's open-file limit.
     #[must_use]
     pub fn new(seed: u64) -> Self {
+        Self::with_descriptors(seed, Descriptors::from_limit())
+    }
+
+    /// An empty collection drawing its descriptors from `descriptors`.
+    #[must_use]
+    pub fn with_descriptors(seed: u64, descriptors: Descriptors) -> Self {
         Self {
             proxies: tokio::sync::Mutex::new(BTreeMap::new()),
             seeds: Arc::new(AtomicU64::new(seed)),
+            descriptors,
             api: std::sync::OnceLock::new(),
             scripts: SharedScripts::default(),
         }
@@ -277,7 +312,7 @@ impl Collection {
         self.refuse_loop(&spec.upstream, listens(&spec.listen))?;
         let mut proxy = Proxy::new(&spec, &self.scripts);
         if spec.enabled {
-            proxy.start(&self.seeds).await?;
+            proxy.start(&self.seeds, &self.descriptors).await?;
             // Port 0 binds a port only now: the loop is visible only now.
             if let Err(e) = self.refuse_loop(&proxy.upstream, listens(&proxy.listen)) {
                 proxy.stop().await;
@@ -380,7 +415,7 @@ impl Collection {
             }
         }
         match enabled.unwrap_or(was_enabled) {
-            true => proxy.start(&self.seeds).await?,
+            true => proxy.start(&self.seeds, &self.descriptors).await?,
             false => proxy.stop().await,
         }
         Ok(proxy.to_json())
@@ -400,7 +435,7 @@ impl Collection {
         let mut proxies = self.proxies.lock().await;
         for proxy in proxies.values_mut() {
             proxy.toxics.send_replace(Arc::new(Vec::new()));
-            proxy.start(&self.seeds).await?;
+            proxy.start(&self.seeds, &self.descriptors).await?;
         }
         Ok(())
     }

@@ -4,6 +4,7 @@
 
 mod api;
 mod client;
+mod descriptors;
 mod ecosystem_client;
 mod support;
 mod toxics;
