@@ -153,3 +153,35 @@ fn every_event_with_every_field() -> Vec<(String, Vec<String>)> {
         })
         .collect()
 }
+
+/// docs/trust.md names a test for every case it lists: each named test exists, as a `fn` in the
+/// crate the row names, so a rename or a removal cannot leave the table pointing at nothing.
+#[test]
+fn every_test_docs_trust_names_exists() {
+    let doc = include_str!("../../../docs/trust.md");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut sources = String::new();
+    let mut dirs = vec![root.join("harness"), root.join("reports"), root.join("toxiproxy")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.ends_with("target") {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                sources.push_str(&std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    // The last column of each row: `crate module::path::name`, comma-separated.
+    let names: Vec<&str> = doc
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| Case"))
+        .filter_map(|l| l.trim_end_matches('|').rsplit(" | ").next())
+        .flat_map(|cell| cell.split('`').skip(1).step_by(2))
+        .filter_map(|t| t.rsplit("::").next())
+        .collect();
+    assert!(names.len() >= 20, "the table names {} tests", names.len());
+    for name in names {
+        assert!(sources.contains(&format!("fn {name}(")), "docs/trust.md names a test `{name}` that no source holds");
+    }
+}
