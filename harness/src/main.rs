@@ -280,6 +280,11 @@ struct SimArgs {
     /// With --export: write the schedule as drawn, not shrunk.
     #[arg(long, requires = "export")]
     no_shrink: bool,
+    /// With --export or --export-findings: declare the correct lease's finding a hazard of the
+    /// configuration (written with `[expected]`: containers must fail it too). Without it the
+    /// export is a plain scenario the correct lease must pass.
+    #[arg(long, conflicts_with = "flaw")]
+    as_hazard: bool,
     /// With --seeds: shrink each failing seed's schedule (at most 10) and write it beside its
     /// history as `shrunk.toml`, a scenario for containers.
     #[arg(long, conflicts_with = "seed")]
@@ -768,6 +773,7 @@ async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
         hashes: args.print_hashes,
         export: args.export,
         shrink: !args.no_shrink,
+        hazard: args.as_hazard,
         export_findings: args.export_findings,
         time_box: args.time_box,
         coverage: args.coverage,

@@ -1,8 +1,10 @@
 //! A simulated schedule as a scenario file for real containers: the configuration of the file the
 //! seed ran (its comments aside), the schedule as `[[faults]]` to the ms, the seed, and what the
-//! run must show: a finding of the correct lease is an expected failure (a hazard of the
-//! configuration); a flawed lease's finding is a self-test scenario, which the correct node must
-//! pass and the flawed one fail. The text is parsed back before it is written.
+//! run must show: a finding of the correct lease is a plain scenario the correct lease must pass
+//! (its finding recorded as the origin: a failure there is a defect to fix), or, when the user says
+//! the configuration is to blame (`--as-hazard`), an expected failure; a flawed lease's finding is
+//! a self-test scenario, which the correct node must pass and the flawed one fail. The text is
+//! parsed back before it is written.
 
 use std::path::Path;
 
@@ -32,6 +34,9 @@ pub struct Origin<'a> {
     pub nodes: u32,
     /// The day of the export, `YYYY-MM-DD` (the `[origin]`'s `found`).
     pub found: &'a str,
+    /// The user declared the correct lease's finding a hazard of the configuration
+    /// (`--as-hazard`): written with `[expected]`.
+    pub hazard: bool,
 }
 
 /// The scenario text for `faults` run as `origin` says, checked by parsing it back.
@@ -76,7 +81,7 @@ pub fn scenario_text(origin: &Origin<'_>, faults: &[Fault]) -> Result<String, Ha
     table.insert("incident".into(), incident(origin, &what, &shrunk).into());
     table.insert("seed".into(), toml::Value::Integer(i64::try_from(origin.seed).map_err(|e| bad(e.to_string()))?));
     table.insert("duration_s".into(), toml::Value::Integer(i64::try_from(origin.virtual_s).unwrap_or(i64::MAX)));
-    if origin.flaw.is_none() {
+    if origin.flaw.is_none() && origin.hazard {
         let mut expected = toml::Table::new();
         expected.insert("property".into(), origin.property.into());
         expected.insert(
@@ -111,7 +116,14 @@ fn origin_table(origin: &Origin<'_>) -> Result<toml::Table, String> {
 fn incident(origin: &Origin<'_>, what: &str, shrunk: &str) -> String {
     let judge = match origin.flaw {
         Some(flaw) => format!("Self-test: exposes {flaw} ({}); the correct node must pass it.", origin.property),
-        None => format!("Expected to fail {} with the correct lease too: see [expected].", origin.property),
+        None if origin.hazard => {
+            format!("Expected to fail {} with the correct lease too: see [expected].", origin.property)
+        }
+        None => format!(
+            "The correct lease must pass it: a FAIL of {} is a defect of the lease or of the checker to fix, \
+             or, if the configuration is to blame, export it again with --as-hazard to declare it.",
+            origin.property
+        ),
     };
     format!(
         "Exported by `leasequake sim --seed {} --scenario {} --export` from a simulated run in which {what} \
@@ -175,6 +187,7 @@ pub fn run(req: &Request, s: &crate::scenario::Scenario, file: &Path) -> Result<
         attempts,
         nodes: s.nodes.count,
         found: &crate::report::today(),
+        hazard: req.hazard,
     };
     let text = scenario_text(&origin, &faults)?;
     crate::history::write_atomically(file, text.as_bytes())?;

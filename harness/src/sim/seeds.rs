@@ -48,6 +48,8 @@ pub struct Request {
     pub export: Option<PathBuf>,
     /// Shrink the schedule before exporting it.
     pub shrink: bool,
+    /// Export the correct lease's finding as a hazard of the configuration (`[expected]`).
+    pub hazard: bool,
     /// Shrink and export every failing seed of a batch (at most [`EXPORT_MAX`]) into its run
     /// directory.
     pub export_findings: bool,

@@ -119,10 +119,19 @@ fn a_failing_schedule_shrinks_to_the_fault_that_matters_and_exports_a_scenario_t
         attempts: shrunk.attempts,
         nodes: 3,
         found: "2026-12-05",
+        hazard: true,
     };
     let text = super::export::scenario_text(&origin, &shrunk.faults).unwrap();
     let exported = crate::scenario::parse(std::path::Path::new("x.toml"), &text).unwrap();
     assert_eq!(exported.expected.as_ref().map(|e| e.property.as_str()), Some("liveness"), "{text}");
+    // Not declared a hazard (no --as-hazard): a plain scenario the correct lease must pass, its
+    // finding kept as the origin.
+    let plain =
+        super::export::scenario_text(&super::export::Origin { hazard: false, ..origin }, &shrunk.faults).unwrap();
+    let plain = crate::scenario::parse(std::path::Path::new("x.toml"), &plain).unwrap();
+    assert!(plain.expected.is_none(), "{:?}", plain.expected);
+    assert!(plain.incident.contains("must pass"), "{}", plain.incident);
+    assert_eq!(plain.origin.as_ref().map(|o| o.property.as_str()), Some("liveness"));
     let from = exported.origin.as_ref().expect("an export says where it came from");
     assert_eq!((from.seed, from.property.as_str(), from.shrink_runs), (Some(5), "liveness", shrunk.attempts));
     assert_eq!(exported.faults.len(), 1);
@@ -206,6 +215,7 @@ fn every_drawn_schedule_is_one_a_scenario_file_may_hold_so_every_finding_can_be_
                 attempts: 0,
                 nodes: s.nodes.count,
                 found: "2026-12-05",
+                hazard: false,
             };
             if let Err(e) = super::export::scenario_text(&origin, &faults) {
                 panic!("{} seed {seed}: {e}\n{faults:#?}", file.display());

@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use leasequake_reports::history::{AuditRecord, EventKind, FaultEvent, FaultPhase, ModelRecord, ObserverSample};
+use leasequake_reports::history::{
+    AuditRecord, EventKind, FaultEvent, FaultKind, FaultPhase, ModelRecord, ObserverSample,
+};
 use leasequake_reports::Metrics;
 
 use super::{NodeLine, Waste};
@@ -18,7 +20,8 @@ pub(super) fn measure<'a>(
     observer: &[&'a ObserverSample],
     ttl_ms: Option<u64>,
 ) -> (Metrics, Vec<Waste<'a>>) {
-    let own = Ownership::new(nodes, observer, ttl_ms);
+    let mut own = Ownership::new(nodes, observer, ttl_ms);
+    own.excuse_split_brain(&failover_windows(faults), observer);
     let mut m = Metrics::default();
     let wastes = node_counts(&mut m, (nodes, model), &own.loss_at);
     m.fenced_rejections = audit
@@ -50,6 +53,8 @@ struct Ownership<'a> {
     loss_at: HashMap<&'a str, u64>,
     /// When a newer acquisition (another token) was first reported after each one.
     superseded_at: HashMap<&'a str, u64>,
+    /// When each acquisition's node itself reported losing it.
+    reported_lost: HashMap<&'a str, u64>,
     /// The primary's samples, in time order.
     masters: Vec<&'a ObserverSample>,
     ttl_ms: Option<u64>,
@@ -59,17 +64,18 @@ impl<'a> Ownership<'a> {
     fn new(nodes: &[NodeLine<'a>], observer: &[&'a ObserverSample], ttl_ms: Option<u64>) -> Self {
         let mut acquired: Vec<(u64, &str, u64)> = Vec::new();
         let mut acquired_sent: HashMap<&str, u64> = HashMap::new();
-        let mut loss_at: HashMap<&str, u64> = HashMap::new();
+        let mut reported_lost: HashMap<&str, u64> = HashMap::new();
         for n in nodes {
             match n.kind {
                 EventKind::Acquired { token, fence, .. } => {
                     acquired.push((n.at_ns, token, *fence));
                     acquired_sent.insert(token, n.sent_ns);
                 }
-                EventKind::OwnershipLost { token, .. } => earliest(&mut loss_at, token, n.sent_ns),
+                EventKind::OwnershipLost { token, .. } => earliest(&mut reported_lost, token, n.sent_ns),
                 _ => {}
             }
         }
+        let mut loss_at = reported_lost.clone();
         acquired.sort_unstable();
         put_racing_acquisitions_in_redis_order(&mut acquired);
         let rank = acquired.iter().enumerate().map(|(i, (_, t, _))| (*t, i)).collect();
@@ -83,7 +89,7 @@ impl<'a> Ownership<'a> {
         let mut masters: Vec<&ObserverSample> =
             observer.iter().copied().filter(|o| o.role.as_deref() == Some("master")).collect();
         masters.sort_by_key(|o| o.at_ns);
-        let mut own = Self { acquired, acquired_sent, rank, loss_at, superseded_at, masters, ttl_ms };
+        let mut own = Self { acquired, acquired_sent, rank, loss_at, superseded_at, reported_lost, masters, ttl_ms };
         own.observer_losses();
         own
     }
@@ -106,6 +112,28 @@ impl<'a> Ownership<'a> {
         }
         for (token, at) in found {
             earliest(&mut self.loss_at, token, at);
+        }
+    }
+
+    /// A successor that acquired during a failover (the primary cut from its replica, then
+    /// replaced) could do so because the holder's key, or its renewals, lived only on the cut-off
+    /// primary: a split brain the environment made, which no lease sees without fencing. Such a
+    /// holder cannot know it lost before its key runs out where it wrote it (the latest expiry
+    /// the observer saw for its token), so its loss counts from there, unless it said so earlier.
+    /// A lease that works past its own key's expiry is still judged from that expiry.
+    fn excuse_split_brain(&mut self, failovers: &[(u64, u64)], observer: &[&ObserverSample]) {
+        let during_failover = |t: u64| failovers.iter().any(|(from, to)| (*from..=*to).contains(&t));
+        let split: Vec<&str> =
+            self.acquired.windows(2).filter(|pair| during_failover(pair[1].0)).map(|pair| pair[0].1).collect();
+        for token in split {
+            let expiry = observer
+                .iter()
+                .filter(|o| o.error.is_none() && o.holder.as_deref() == Some(token))
+                .filter_map(|o| Some(o.at_ns.saturating_add(u64::try_from(o.ttl_ms?).ok()?.saturating_mul(1_000_000))))
+                .max();
+            let (Some(expiry), Some(lost)) = (expiry, self.loss_at.get(token).copied()) else { continue };
+            let knew = self.reported_lost.get(token).copied().unwrap_or(u64::MAX);
+            self.loss_at.insert(token, lost.max(expiry.min(knew)));
         }
     }
 
@@ -214,6 +242,32 @@ fn node_counts<'a>(
     }
     wastes.sort_by_key(|w| w.last_ns);
     wastes
+}
+
+/// When each failover was in force: from its request until it healed (or the run's end; a
+/// failover that failed to apply was never in force).
+fn failover_windows(faults: &[&FaultEvent]) -> Vec<(u64, u64)> {
+    let mut open: HashMap<u64, u64> = HashMap::new();
+    let mut out = Vec::new();
+    for f in faults.iter().filter(|f| f.fault == FaultKind::Failover) {
+        match f.phase {
+            FaultPhase::Requested => {
+                open.insert(f.id, f.at_ns);
+            }
+            FaultPhase::Healed => {
+                if let Some(from) = open.remove(&f.id) {
+                    out.push((from, f.at_ns));
+                }
+            }
+            FaultPhase::Failed => {
+                open.remove(&f.id);
+            }
+            // Verified changes nothing; a heal that failed leaves it in force.
+            FaultPhase::Verified | FaultPhase::HealFailed => {}
+        }
+    }
+    out.extend(open.into_values().map(|from| (from, u64::MAX)));
+    out
 }
 
 /// Each verified fault: how long from its request until a probe saw it in effect, ms.

@@ -621,6 +621,42 @@ fn a_model_call_left_running_after_a_loss_is_waste_until_the_service_answered_it
     assert_eq!(p(&with(None)).status, PropertyStatus::Held, "cancelled at once: never answered");
 }
 
+/// n1 acquires (its key seen with 100 ms left), n2 acquires, and n1 works on `work_ms` later;
+/// with `failover`, all of it while a failover is in force (the split brain of sim seed 1431 of
+/// sparse-checks: n1's key on the cut-off primary, n2's on the promoted replica).
+fn split_brain(failover: bool, work_ms: u64) -> Vec<HistoryLine> {
+    let mut h = H::new();
+    if let HistoryLine::Header(header) = &mut h.lines[0] {
+        header.waste_budget_ms = Some(50);
+    }
+    if failover {
+        h = h.fault_of(FaultKind::Failover, 1, FaultPhase::Requested);
+    }
+    h = h
+        .event("n1", EventKind::Acquired { token: token("n1", 1), fence: 1, sent_ns: None })
+        .observe(Some(&token("n1", 1)))
+        .event("n2", EventKind::Acquired { token: token("n2", 2), fence: 2, sent_ns: None })
+        .wait(work_ms)
+        .event("n1", EventKind::ModelCall { token: token("n1", 1), batch: 1, ms: 20, decided_ns: None });
+    if failover {
+        h = h.fault_of(FaultKind::Failover, 1, FaultPhase::Healed);
+    }
+    h.round("n2", 2).end()
+}
+
+#[test]
+fn a_successor_a_failover_let_in_counts_the_holders_waste_from_its_keys_expiry_not_before() {
+    // Without a failover, 80 ms of work after n2 acquired is past the 50 ms budget.
+    assert_eq!(status(&split_brain(false, 80), "bounded_waste"), PropertyStatus::Violated);
+    // In a failover's split brain n1 could not know before its key ran out (~100 ms): held.
+    assert_eq!(status(&split_brain(true, 80), "bounded_waste"), PropertyStatus::Held);
+    // A lease that works on well past its own key's expiry is still judged from there.
+    let r = check(&split_brain(true, 300));
+    let p = r.properties.iter().find(|p| p.name == "bounded_waste").unwrap();
+    assert_eq!(p.status, PropertyStatus::Violated, "{p:?}");
+    assert_eq!(r.verdict, Verdict::Fail);
+}
+
 /// n3 and n2 report acquisitions 1 ms apart; n3 then works 300 ms.
 fn racing_reports(n2_fence: u64) -> Vec<HistoryLine> {
     let mut h = H::new();
