@@ -23,6 +23,36 @@ fn every_checked_in_scenario_is_valid_and_uniquely_named() {
     }
 }
 
+/// README's scenario counts are `leasequake list`'s: "3 smoke, 28 nightly, ..." names each folder
+/// under scenarios/ with the number of scenarios discovery finds there, and names every folder.
+#[test]
+fn the_readme_counts_the_scenarios_list_finds() {
+    let readme = include_str!("../../../README.md");
+    let line = readme.lines().find(|l| l.contains(" smoke, ")).expect("README counts the scenarios");
+    let counted: Vec<(String, usize)> = line
+        .replace(" and ", ", ")
+        .split(", ")
+        .filter_map(|part| {
+            let mut words = part.split_whitespace();
+            Some((words.next()?.parse().ok()?, words.next()?.to_owned()))
+        })
+        .map(|(n, folder): (usize, String)| (folder.replace("self-test", "selftest"), n))
+        .collect();
+    let mut folders: Vec<String> = std::fs::read_dir(root())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    folders.sort();
+    let mut named: Vec<String> = counted.iter().map(|(f, _)| f.clone()).collect();
+    named.sort();
+    assert_eq!(named, folders, "README names every folder of scenarios/: {line}");
+    for (folder, n) in counted {
+        assert_eq!(discover(&[root().join(&folder)]).len(), n, "README says {n} {folder} scenarios: {line}");
+    }
+}
+
 #[test]
 fn list_shows_every_scenario_and_a_broken_file_exits_2_naming_the_problem() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("list").arg(root()).output().unwrap();
