@@ -123,8 +123,8 @@ enum Command {
     /// failing seed (and one passing sample) with the command that replays it. Exit 0 all passed,
     /// 1 a seed failed, 2 bad input, 3 inconclusive or interrupted.
     Sim(SimArgs),
-    /// List scenarios (files or directories) with their one-line descriptions; exit 2 if any is
-    /// invalid, naming file, line and field.
+    /// List scenarios (files or directories) with their one-line descriptions; exit 0 when every
+    /// one is valid, 2 if any is invalid, naming file, line and field.
     List {
         /// Scenario files or directories (default: scenarios/).
         paths: Vec<std::path::PathBuf>,
@@ -147,7 +147,8 @@ enum Command {
         action: ImagesAction,
     },
     /// Re-judge a recorded run: reads DIR/history.jsonl, rewrites DIR/verdicts.json, prints the
-    /// verdict per property; exit 0 pass, 1 fail, 3 inconclusive.
+    /// verdict per property; exit 0 pass, 1 fail, 2 no history to read (none, or a link or not a
+    /// regular file), 3 inconclusive.
     Check {
         /// The run directory.
         dir: std::path::PathBuf,

@@ -14,10 +14,10 @@ pub mod smaller;
 /// A scenario file's problem: where, which field, what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{}{}: `{}`: {}",
+    "{}{}: {}{}",
     file.display(),
     line.map(|l| format!(":{l}")).unwrap_or_default(),
-    leasequake_reports::printable(field),
+    if field.is_empty() { String::new() } else { format!("`{}`: ", leasequake_reports::printable(field)) },
     leasequake_reports::escaped(message)
 )]
 pub struct ScenarioError {
@@ -25,7 +25,7 @@ pub struct ScenarioError {
     pub file: PathBuf,
     /// The line, when known.
     pub line: Option<usize>,
-    /// The field (dotted path, `faults[2].target`).
+    /// The field (dotted path, `faults[2].target`); empty for the file as a whole.
     pub field: String,
     /// What is wrong and what would be right.
     pub message: String,
@@ -763,7 +763,7 @@ impl ScheduleStep {
 pub fn replay(run_dir: &Path) -> Result<Scenario, ScenarioError> {
     let mut s = load(&run_dir.join("scenario.toml"))?;
     let file = run_dir.join("schedule.json");
-    let problem = |message: String| ScenarioError { file: file.clone(), line: None, field: "-".into(), message };
+    let problem = |message: String| ScenarioError { file: file.clone(), line: None, field: String::new(), message };
     let text =
         std::fs::read_to_string(&file).map_err(|e| problem(format!("cannot read: {e} (is this a run directory?)")))?;
     let steps: Vec<ScheduleStep> = serde_json::from_str(&text).map_err(|e| problem(e.to_string()))?;
@@ -832,7 +832,7 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
         file: path.to_path_buf(),
         line: None,
-        field: "-".into(),
+        field: String::new(),
         message: format!("cannot read: {e}"),
     })?;
     parse(path, &text)
@@ -843,12 +843,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let scenario: Scenario = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         let message = e.message().to_owned();
-        let field = message
+        let named = message
             .split('`')
             .nth(1)
-            .filter(|_| message.starts_with("unknown field") || message.starts_with("missing field"))
-            .unwrap_or("-")
-            .to_owned();
+            .filter(|_| message.starts_with("unknown field") || message.starts_with("missing field"));
+        let at = e.span().map_or(text.len(), |s| s.start.min(text.len()));
+        let field = named.map_or_else(|| field_at(text, at), str::to_owned);
         ScenarioError { file: path.to_path_buf(), line, field, message }
     })?;
     let mut scenario = scenario;
@@ -859,6 +859,42 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         message,
     })?;
     Ok(scenario)
+}
+
+/// The dotted field at byte `at` of a scenario's text: the key on that line (`duration_s`,
+/// `lease.ttl_ms`, `faults[1].at_s`), or the table it is in; empty when it is neither.
+fn field_at(text: &str, at: usize) -> String {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let key =
+        line.split_once('=').map(|(k, _)| k.trim().trim_matches('"')).filter(|k| !k.is_empty() && !k.starts_with('['));
+    match key {
+        Some(k) => within_table(text, line_start, k),
+        None => table_at(text, line_start),
+    }
+}
+
+/// `key` prefixed with the table that holds byte `at` (`faults[1].`, `lease.`), if any.
+fn within_table(text: &str, at: usize, key: &str) -> String {
+    match table_at(text, at) {
+        t if t.is_empty() => key.to_owned(),
+        t => format!("{t}.{key}"),
+    }
+}
+
+/// The table header above byte `at`: `lease`, or `faults[1]` for the second `[[faults]]`.
+fn table_at(text: &str, at: usize) -> String {
+    let mut table = String::new();
+    let mut arrays: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for line in text[..at].lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("[[").and_then(|l| l.split("]]").next()) {
+            let n = arrays.entry(name.trim().to_owned()).and_modify(|n| *n += 1).or_insert(0);
+            table = format!("{}[{n}]", name.trim());
+        } else if let Some(name) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+            table = name.trim().to_owned();
+        }
+    }
+    table
 }
 
 /// A fault's `at_ms` and `duration_ms`, when a file gives them, refine `at_s` and `duration_s`
