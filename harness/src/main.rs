@@ -788,8 +788,36 @@ async fn sim_command(args: SimArgs) -> anyhow::Result<Exit> {
     Ok(tokio::task::spawn_blocking(move || leasequake::sim::seeds::run(&req, &stop)).await??)
 }
 
+/// `list`'s folder when none is given: `scenarios/` here, else the checkout this binary was built
+/// from; otherwise where it looked and what to type.
+fn default_scenarios() -> Result<std::path::PathBuf, String> {
+    let here = std::path::PathBuf::from("scenarios");
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    if here.is_dir() {
+        return Ok(here);
+    }
+    if built.is_dir() {
+        return Ok(built);
+    }
+    let cwd = std::env::current_dir().map(|d| d.join("scenarios").display().to_string()).unwrap_or_default();
+    Err(format!(
+        "no scenarios folder: looked in {cwd} and in the checkout it was built from ({}); name one: `leasequake list PATH`",
+        built.display()
+    ))
+}
+
 async fn list_command(paths: Vec<std::path::PathBuf>, json: bool) -> anyhow::Result<Exit> {
-    let paths = if paths.is_empty() { vec![std::path::PathBuf::from("scenarios")] } else { paths };
+    let paths = if paths.is_empty() {
+        match default_scenarios() {
+            Ok(dir) => vec![dir],
+            Err(message) => {
+                eprintln!("error: {message}");
+                return Ok(Exit::Usage);
+            }
+        }
+    } else {
+        paths
+    };
     let files = leasequake::scenario::discover(&paths);
     if files.is_empty() {
         eprintln!("no scenario files (*.toml) under {paths:?}");
@@ -803,8 +831,11 @@ async fn list_command(paths: Vec<std::path::PathBuf>, json: bool) -> anyhow::Res
     }
     let mut bad = 0;
     let mut doc = Vec::new();
-    for f in &files {
-        match leasequake::scenario::load(f) {
+    let loaded: Vec<_> = files.iter().map(|f| (f, leasequake::scenario::load(f))).collect();
+    // The name column fits the longest name (names are bounded by the scenario format).
+    let width = loaded.iter().filter_map(|(_, s)| s.as_ref().ok()).map(|s| s.name.chars().count()).max().unwrap_or(0);
+    for (f, loaded) in loaded {
+        match loaded {
             Ok(s) if json => doc.push(serde_json::json!({
                 "file": f.display().to_string(),
                 "name": s.name,
@@ -813,7 +844,7 @@ async fn list_command(paths: Vec<std::path::PathBuf>, json: bool) -> anyhow::Res
                 "random": s.random.is_some(),
                 "expected": s.expected_failure(),
             })),
-            Ok(s) => println!("{:<32} {}", s.name, escaped(&s.description)),
+            Ok(s) => println!("{:<width$} {}", s.name, escaped(&s.description)),
             Err(e) => {
                 eprintln!("error: {e}");
                 doc.push(serde_json::json!({ "file": f.display().to_string(), "error": e.to_string() }));
@@ -867,8 +898,9 @@ async fn clean_command(images: bool) -> anyhow::Result<Exit> {
 
 async fn check_command(dir: std::path::PathBuf) -> anyhow::Result<Exit> {
     let r = leasequake::history::check_dir(&dir)?;
+    let width = r.properties.iter().map(|p| p.name.len()).max().unwrap_or(0);
     for p in &r.properties {
-        println!("{:<15} {:<15} {}", p.name, name(serde_json::to_value(p.status)?), escaped(&p.sentence));
+        println!("{:<width$} {:<15} {}", p.name, name(serde_json::to_value(p.status)?), escaped(&p.sentence));
     }
     for why in &r.inconclusive {
         println!("inconclusive: {why}");

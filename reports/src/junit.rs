@@ -8,6 +8,9 @@ use std::fmt::Write;
 use crate::suite::{ScenarioRun, Suite};
 use crate::{Expectation, PropertyStatus};
 
+/// The most characters of an inconclusive run's first reason put in its case's `message`.
+const MESSAGE_MAX: usize = 200;
+
 /// Escapes text for XML attributes and content.
 #[must_use]
 pub fn xml(text: &str) -> String {
@@ -167,9 +170,12 @@ fn case(out: &mut String, run: &ScenarioRun, c: &Case) {
             );
         }
         Outcome::Error(e) => {
+            // The reason in `message`, which a CI page shows without opening the case.
+            let first: String = e.lines().next().unwrap_or("").chars().take(MESSAGE_MAX).collect();
             let _ = writeln!(
                 out,
-                "      <error message=\"inconclusive\" type=\"inconclusive\">{}\nrepro: {}</error>",
+                "      <error message=\"inconclusive: {}\" type=\"inconclusive\">{}\nrepro: {}</error>",
+                xml(&first),
                 xml(e),
                 xml(&run.repro)
             );

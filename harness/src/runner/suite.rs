@@ -137,6 +137,8 @@ pub async fn run_loaded(
     let total = scenarios.len() * repeat as usize;
     let mut suite = SuiteDir::create(report_dir)?;
     let mut done = 0;
+    // The name column fits the suite's longest name.
+    let width = scenarios.iter().map(|(_, sc)| sc.name.chars().count()).max().unwrap_or(0);
     'all: for (file, sc) in &scenarios {
         for k in 0..repeat {
             if interrupt.fired() {
@@ -150,7 +152,7 @@ pub async fn run_loaded(
             };
             let seed = crate::run::seed_for(sc, opts);
             let run = run_one(&mut suite, file, sc, seed, opts, &interrupt, &label).await;
-            print_outcome(&suite, sc, &run);
+            print_outcome(&suite, sc, &run, width);
         }
     }
     let stopped = interrupt.reason().map(|reason| {
@@ -166,10 +168,10 @@ pub async fn run_loaded(
 }
 
 /// A run's line, and for anything but a pass, the command that replays it.
-fn print_outcome(suite: &SuiteDir, sc: &Scenario, run: &ScenarioRun) {
+fn print_outcome(suite: &SuiteDir, sc: &Scenario, run: &ScenarioRun, width: usize) {
     let dir = suite.dir().join(&run.dir);
     println!(
-        "{:<13} {:<32} seed {:<20} {}  [{}]",
+        "{:<13} {:<width$} seed {:<20} {}  [{}]",
         run.shown().label(),
         sc.name,
         run.seed,
