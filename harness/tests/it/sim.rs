@@ -141,13 +141,22 @@ fn export_writes_the_shrunk_schedule_as_a_scenario_that_fails_again_and_refuses_
     .unwrap();
     let out = dir.join("found.toml");
     let (h, o) = (hazard.to_string_lossy().into_owned(), out.to_string_lossy().into_owned());
+    // A restart without persistence behind an enforcing store is this configuration's hazard:
+    // the user says so (--as-hazard), and the export declares it.
+    let (code, stdout, err) =
+        sim(&["--seed", "5", "--scenario", &h, "--virtual-s", "30", "--export", &o, "--as-hazard", "--no-shrink"]);
+    assert_eq!(code, Some(1), "a finding exits 1: {stdout}{err}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("[expected]") && text.contains("property = \"liveness\""), "{text}");
+    // Unsaid, a correct lease's finding is a plain scenario the correct lease must pass.
     let (code, stdout, err) = sim(&["--seed", "5", "--scenario", &h, "--virtual-s", "30", "--export", &o]);
     assert_eq!(code, Some(1), "a finding exits 1: {stdout}{err}");
     assert!(stdout.contains("seed 5 violates liveness with 2 faults"), "{stdout}");
     assert!(stdout.contains("without slow_store") && stdout.contains("checked:"), "{stdout}");
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains("kind = \"redis_restart\"") && !text.contains("slow_store"), "{text}");
-    assert!(text.contains("[expected]") && text.contains("property = \"liveness\""), "{text}");
+    assert!(!text.contains("[expected]") && text.contains("property = \"liveness\""), "{text}");
+    assert!(text.contains("must pass"), "{text}");
     let list = Command::new(env!("CARGO_BIN_EXE_leasequake")).arg("list").arg(&out).output().unwrap();
     assert_eq!(
         list.status.code(),
