@@ -599,7 +599,51 @@ fn cleanup(audit: &[&AuditRecord]) -> PropertyResult {
             });
         }
     }
-    judge.result("aborted rounds' temporary collections were dropped by later owners", None)
+    replaced_live_collections(audit, &dropped, &mut judge);
+    judge.result("aborted rounds' temporary collections and replaced live ones were dropped by later owners", None)
+}
+
+/// A collection that was live, was replaced by another's switch, and was never dropped although a
+/// round began after the replacement and created a collection of its own (so it had read the
+/// tenant and passed the point where leftovers are dropped): a leak, which grows the index by one
+/// collection per such round. Named with the round that made it live and the round that left it.
+fn replaced_live_collections(audit: &[&AuditRecord], dropped: &HashSet<&str>, judge: &mut Judge) {
+    let accepted: Vec<&AuditRecord> = audit.iter().copied().filter(|r| r.accepted).collect();
+    let mut began: HashMap<&str, u64> = HashMap::new();
+    for r in &accepted {
+        began.entry(r.token.as_str()).or_insert(r.seq);
+    }
+    let switches: Vec<&AuditRecord> = accepted.iter().copied().filter(|r| r.op == StoreOp::SwitchAlias).collect();
+    let last_live = switches.last().and_then(|r| r.collection.as_deref());
+    for (i, made_live) in switches.iter().enumerate() {
+        let Some(c) = made_live.collection.as_deref() else { continue };
+        if Some(c) == last_live
+            || dropped.contains(c)
+            || switches[i + 1..].iter().any(|r| r.collection.as_deref() == Some(c))
+        {
+            continue;
+        }
+        let Some(replaced) = switches[i + 1..].iter().find(|r| r.collection.as_deref() != Some(c)) else { continue };
+        let later = accepted.iter().find(|r| {
+            r.op == StoreOp::CreateCollection && began.get(r.token.as_str()).is_some_and(|b| *b > replaced.seq)
+        });
+        if let Some(later) = later {
+            judge.violate(|| Violation {
+                summary: format!(
+                    "collection {c} (made live by {} under fence {}, replaced at seq {}) was never dropped, although {}'s round under fence {} began after and created {}: a leak",
+                    made_live.node,
+                    made_live.fence,
+                    replaced.seq,
+                    later.node,
+                    later.fence,
+                    later.collection.as_deref().unwrap_or("")
+                ),
+                evidence: vec![evidence("made live, never dropped", made_live), evidence("a later round's create", later)],
+                faults_active: vec![],
+                at_ns: later.mono_ns,
+            });
+        }
+    }
 }
 
 /// The liveness bound in force, ms: the header's, lengthened by twice what this run's slowest

@@ -389,14 +389,21 @@ impl<E: NodeEnv> Node<E> {
         }
         let view = self.tenant_view().await.unwrap_or(Value::Null);
         let previous = view["alias"].as_str().map(str::to_owned);
+        // Every collection but the alias's target: temporaries of aborted rounds, and a live one
+        // replaced by a round that stopped before its own drop (else it would stay for good).
         let leftovers: Vec<String> = view["collections"]
             .as_array()
             .map(|cs| {
-                cs.iter().filter(|c| c["live"] == false).filter_map(|c| c["name"].as_str().map(str::to_owned)).collect()
+                cs.iter()
+                    .filter_map(|c| c["name"].as_str())
+                    .filter(|n| Some(*n) != previous.as_deref())
+                    .map(str::to_owned)
+                    .collect()
             })
             .unwrap_or_default();
         for name in leftovers {
-            if let Err(o) = self.call_tolerating(guard, StoreOp::DropCollection, token, fence, &name, &[404]).await {
+            if let Err(o) = self.call_tolerating(guard, StoreOp::DropCollection, token, fence, &name, &[404, 409]).await
+            {
                 return o;
             }
         }

@@ -426,9 +426,11 @@ class Node:
         conn = http.client.HTTPConnection(host, int(port), timeout=p["store_timeout_ms"] / 1000)
         conn.request("GET", "/v1/tenants/" + tenant)
         view = json.loads(conn.getresponse().read())
+        # Every collection but the alias's target: an aborted round's temporary, or a live one
+        # replaced by a round that stopped before its own drop.
         for c in view["collections"]:
-            if not c["live"]:
-                self.store(lease, "drop_collection", fence, c["name"], tolerate=(404,))
+            if c["name"] != view.get("alias"):
+                self.store(lease, "drop_collection", fence, c["name"], tolerate=(404, 409))
         name = "%s-f%s-%s-i%s-r%s" % (tenant, fence, self.cfg["node"], self.cfg["incarnation"], state["round"])
         self.store(lease, "create_collection", fence, name)
         self.checkpoint(lease, 4)

@@ -80,10 +80,12 @@ impl Node {
         self.ensure_owned(held, 3)?;
         let tenant = self.cfg.tenant.clone();
         let view = self.tenant_view()?;
+        // Every collection but the alias's target: an aborted round's temporary, or a live one
+        // replaced by a round that stopped before its own drop.
         for c in view["collections"].as_array().cloned().unwrap_or_default() {
-            if c["live"] == false {
-                let name = c["name"].as_str().unwrap_or_default().to_owned();
-                self.store(held, StoreOp::DropCollection, fence, Some(&name), 0, &[404])?;
+            let name = c["name"].as_str().unwrap_or_default().to_owned();
+            if view["alias"].as_str() != Some(name.as_str()) {
+                self.store(held, StoreOp::DropCollection, fence, Some(&name), 0, &[404, 409])?;
             }
         }
         let round = self.out.round.load(Ordering::SeqCst);

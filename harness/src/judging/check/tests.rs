@@ -13,6 +13,8 @@ pub(super) struct H {
     lines: Vec<HistoryLine>,
     seq: u64,
     t: u64,
+    /// The collection the last whole round made live.
+    live: Option<String>,
 }
 
 pub(super) fn header(expected: Option<&str>) -> Header {
@@ -58,7 +60,7 @@ impl H {
         h
     }
     pub(super) fn expecting(property: Option<&str>) -> Self {
-        Self { lines: vec![HistoryLine::Header(header(property))], seq: 0, t: 0 }
+        Self { lines: vec![HistoryLine::Header(header(property))], seq: 0, t: 0, live: None }
     }
     pub(super) fn tick(&mut self) -> u64 {
         self.t += MS;
@@ -83,13 +85,21 @@ impl H {
         }));
         self
     }
-    /// A whole, accepted round: create, upsert, switch, persist.
+    /// A whole, accepted round: create, upsert, switch, persist, then drop the collection that
+    /// was live before (as the reference job does).
     pub(super) fn round(self, node: &str, fence: u64) -> Self {
         let c = format!("c{fence}");
-        self.write(node, fence, StoreOp::CreateCollection, &c, true)
+        let before = self.live.clone();
+        let mut h = self
+            .write(node, fence, StoreOp::CreateCollection, &c, true)
             .write(node, fence, StoreOp::Upsert, &c, true)
             .write(node, fence, StoreOp::SwitchAlias, &c, true)
-            .write(node, fence, StoreOp::PersistRecord, &c, true)
+            .write(node, fence, StoreOp::PersistRecord, &c, true);
+        if let Some(old) = before.filter(|old| *old != c) {
+            h = h.write(node, fence, StoreOp::DropCollection, &old, true);
+        }
+        h.live = Some(c);
+        h
     }
     pub(super) fn event(mut self, node: &str, kind: EventKind) -> Self {
         let at = self.tick();
@@ -314,6 +324,34 @@ fn a_leftover_temporary_collection_fails_cleanup() {
     assert_eq!(status(&dropped, "cleanup"), PropertyStatus::Held);
     // An aborted round after the last completed one has no later owner to clean up after it.
     assert_eq!(status(&aborted(H::new().round("n2", 0)).end(), "cleanup"), PropertyStatus::Held);
+}
+
+#[test]
+fn a_replaced_live_collection_a_later_round_leaves_behind_is_a_leak_naming_both_rounds() {
+    // A job that never drops: c1 made live by n1, replaced by n2's c2; n3's round begins after
+    // and leaves c1 there. c2, replaced by n3's switch, has no later round: not judged.
+    let no_drops = |h: H| {
+        let round = |h: H, node: &str, f: u64| {
+            let c = format!("c{f}");
+            h.write(node, f, StoreOp::CreateCollection, &c, true).write(node, f, StoreOp::SwitchAlias, &c, true)
+        };
+        round(round(round(h, "n1", 1), "n2", 2), "n3", 3)
+    };
+    let r = check(&no_drops(H::new()).end());
+    let p = r.properties.iter().find(|p| p.name == "cleanup").unwrap();
+    assert_eq!(p.status, PropertyStatus::Violated);
+    assert_eq!(p.violations.len(), 1, "{:?}", p.violations);
+    let summary = &p.violations[0].summary;
+    assert!(
+        summary.contains("collection c1 (made live by n1") && summary.contains("n3's round under fence 3"),
+        "{summary}"
+    );
+    // The same rounds dropping what they replaced (the reference job): held.
+    let dropping = H::new().round("n1", 1).round("n2", 2).round("n3", 3).end();
+    assert_eq!(status(&dropping, "cleanup"), PropertyStatus::Held);
+    // Dropped by the later round's sweep instead: held too.
+    let swept = no_drops(H::new()).write("n4", 4, StoreOp::DropCollection, "c1", true).end();
+    assert_eq!(status(&swept, "cleanup"), PropertyStatus::Held);
 }
 
 #[test]
