@@ -138,7 +138,9 @@ fn a_clean_run_passes_with_exit_0_and_leaves_a_history_and_verdicts() {
         assert!(links.contains(link), "no witness record of {link}: {links:?}");
     }
     // Every reported model call was served; a served call the node did not report is the one a
-    // node had in flight when the run stopped it (its round aborted `stopped`), at most one each.
+    // node had in flight when its round ended early, at most one each: the run's stop, or, on a
+    // loaded machine, a renewal that came too late (a CI run saw `renewal_failed` in this clean
+    // run, the call answered 40 ms before the loss and the loss handled first).
     let reported: std::collections::BTreeSet<(String, u64)> = lines
         .iter()
         .filter_map(|l| match l {
@@ -156,11 +158,11 @@ fn a_clean_run_passes_with_exit_0_and_leaves_a_history_and_verdicts() {
             _ => None,
         })
         .collect();
-    let stopped: std::collections::BTreeSet<&String> = lines
+    let ended_early: std::collections::BTreeSet<&String> = lines
         .iter()
         .filter_map(|l| match l {
             HistoryLine::Node { event, .. } => match &event.kind {
-                EventKind::RoundAborted { token, reason, .. } if reason == "stopped" => Some(token),
+                EventKind::RoundAborted { token, .. } => Some(token),
                 _ => None,
             },
             _ => None,
@@ -168,9 +170,13 @@ fn a_clean_run_passes_with_exit_0_and_leaves_a_history_and_verdicts() {
         .collect();
     assert!(!reported.is_empty() && reported.is_subset(&served), "reported {reported:?}, served {served:?}");
     let unreported: Vec<&(String, u64)> = served.difference(&reported).collect();
+    let per_round = unreported.iter().fold(std::collections::BTreeMap::<&str, usize>::new(), |mut m, (t, _)| {
+        *m.entry(t.as_str()).or_default() += 1;
+        m
+    });
     assert!(
-        unreported.len() <= 2 && unreported.iter().all(|(token, _)| stopped.contains(token)),
-        "served but never reported, outside a round the stop aborted: {unreported:?}"
+        unreported.iter().all(|(token, _)| ended_early.contains(token)) && per_round.values().all(|n| *n == 1),
+        "served but never reported, outside a round that ended early or more than one in one: {unreported:?}"
     );
     let status = |name: &str| {
         verdicts["properties"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap()["status"].clone()
