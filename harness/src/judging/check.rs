@@ -604,13 +604,16 @@ fn cleanup(audit: &[&AuditRecord]) -> PropertyResult {
 }
 
 /// A collection that was live, was replaced by another's switch, and was never dropped although a
-/// round began after the replacement and created a collection of its own (so it had read the
-/// tenant and passed the point where leftovers are dropped): a leak, which grows the index by one
+/// round began its epoch after the replacement and created a collection of its own (so it had read
+/// the tenant after it and passed the point where leftovers are dropped): a leak, which grows the index by one
 /// collection per such round. Named with the round that made it live and the round that left it.
 fn replaced_live_collections(audit: &[&AuditRecord], dropped: &HashSet<&str>, judge: &mut Judge) {
     let accepted: Vec<&AuditRecord> = audit.iter().copied().filter(|r| r.accepted).collect();
+    // When each round began at the store (its epoch, before it read the tenant). A round whose
+    // fences come from Redis begins no epoch: its reading of the tenant is not in the audit, so it
+    // is not taken as proof that a leftover was there to drop.
     let mut began: HashMap<&str, u64> = HashMap::new();
-    for r in &accepted {
+    for r in accepted.iter().filter(|r| r.op == StoreOp::BeginEpoch) {
         began.entry(r.token.as_str()).or_insert(r.seq);
     }
     let switches: Vec<&AuditRecord> = accepted.iter().copied().filter(|r| r.op == StoreOp::SwitchAlias).collect();

@@ -331,10 +331,13 @@ fn a_replaced_live_collection_a_later_round_leaves_behind_is_a_leak_naming_both_
     // A job that never drops: c1 made live by n1, replaced by n2's c2; n3's round begins after
     // and leaves c1 there. c2, replaced by n3's switch, has no later round: not judged.
     let no_drops = |h: H| {
-        let round = |h: H, node: &str, f: u64| {
-            let c = format!("c{f}");
-            h.write(node, f, StoreOp::CreateCollection, &c, true).write(node, f, StoreOp::SwitchAlias, &c, true)
-        };
+        let round =
+            |h: H, node: &str, f: u64| {
+                let c = format!("c{f}");
+                h.write(node, f, StoreOp::BeginEpoch, "", true)
+                    .write(node, f, StoreOp::CreateCollection, &c, true)
+                    .write(node, f, StoreOp::SwitchAlias, &c, true)
+            };
         round(round(round(h, "n1", 1), "n2", 2), "n3", 3)
     };
     let r = check(&no_drops(H::new()).end());
@@ -349,6 +352,14 @@ fn a_replaced_live_collection_a_later_round_leaves_behind_is_a_leak_naming_both_
     // The same rounds dropping what they replaced (the reference job): held.
     let dropping = H::new().round("n1", 1).round("n2", 2).round("n3", 3).end();
     assert_eq!(status(&dropping, "cleanup"), PropertyStatus::Held);
+    // Rounds that begin no epoch at the store (fences from Redis): when they read the tenant is
+    // not in the audit, so nothing is concluded.
+    let unseen = |h: H, node: &str, f: u64| {
+        let c = format!("c{f}");
+        h.write(node, f, StoreOp::CreateCollection, &c, true).write(node, f, StoreOp::SwitchAlias, &c, true)
+    };
+    let redis_fenced = unseen(unseen(unseen(H::new(), "n1", 1), "n2", 2), "n3", 3).end();
+    assert_eq!(status(&redis_fenced, "cleanup"), PropertyStatus::Held);
     // Dropped by the later round's sweep instead: held too.
     let swept = no_drops(H::new()).write("n4", 4, StoreOp::DropCollection, "c1", true).end();
     assert_eq!(status(&swept, "cleanup"), PropertyStatus::Held);
