@@ -209,6 +209,10 @@ pub fn classify(r: &WireRecord, lease_key: &str, fence_key: &str, scripts: &Scri
         "EVALSHA" | "EVALSHA_RO" => match scripts.body(args.get(1)?) {
             // Redis knew no such script: it ran nothing (the client loads it and tries again).
             None if matches!(reply, Some(Resp::Error(e)) if e.starts_with("NOSCRIPT")) => return None,
+            // Never forwarded (a blackholed link dropped it) and never answered: it reached no
+            // Redis and ran nothing, whatever the script (the first renewal of a run, sent into a
+            // partition, is the one whose body nobody has loaded yet).
+            None if !r.forwarded && r.reply.is_none() => return None,
             body => script(args, body, lease_key, fence_key)?,
         },
         _ => direct(&cmd, args, lease_key, fence_key)?,

@@ -193,6 +193,13 @@ fn what_cannot_be_read_is_said_so_never_guessed() {
     // Unless Redis said it knew no such script: then it ran nothing.
     let noscript = Some(Resp::Error("NOSCRIPT No matching script. Please use EVAL.".into()));
     assert!(classify(&record(&["EVALSHA", "ffff", "1", LEASE, "tok"], noscript), LEASE, FENCE, &s).is_none());
+    // Or the link dropped it unanswered (a blackhole): it reached no Redis. Forwarded and
+    // unanswered, it may have run: still unread.
+    let mut dropped = record(&["EVALSHA", "ffff", "1", LEASE, "tok"], None);
+    dropped.forwarded = false;
+    assert!(classify(&dropped, LEASE, FENCE, &s).is_none());
+    let unanswered = classify(&record(&["EVALSHA", "ffff", "1", LEASE, "tok"], None), LEASE, FENCE, &s).unwrap();
+    assert!(unanswered.unread.is_some(), "{unanswered:?}");
     let odd = classify(&record(&["HSET", LEASE, "f", "v"], Some(Resp::Int(1))), LEASE, FENCE, &s).unwrap();
     assert_eq!(odd.op, LeaseOp::Unknown);
     // An expiry that is no number: the op is read, its ttl not.
