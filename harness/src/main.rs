@@ -25,7 +25,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// The chaos environment by hand: `env up` starts one and prints its addresses until Ctrl-C;
-    /// `env down` removes what `env up` started (from another terminal, or after a crash).
+    /// `env down` removes what `env up` started (from another terminal, or after a crash). Exit 0
+    /// done, 2 bad input, 3 Docker failed or could not be reached (the error says which).
     Env {
         #[command(subcommand)]
         action: EnvAction,
@@ -36,7 +37,9 @@ enum Command {
     /// makes the run inconclusive.
     Run(RunArgs),
     /// Suite reports: `report merge` combines suite directories (the shards of one nightly, say)
-    /// into one suite with one summary.json, junit.xml, summary.md and report.html.
+    /// into one suite with one summary.json, junit.xml, summary.md and report.html. Exit as the
+    /// merged suite's verdict (0, 1 a check failed, 3 inconclusive); 2 a shard that is no suite or
+    /// names a run outside itself.
     Report {
         #[command(subcommand)]
         action: ReportAction,
@@ -67,7 +70,8 @@ enum Command {
     /// Measure the speed figures against their targets (images, environment start, fault effect
     /// times, checker and report on 1 M history lines), print them with their ratios and write
     /// them as JSON. Removes and rebuilds the images: refuses while another run's containers
-    /// exist. `--checker-only` measures the checker and the report alone (no Docker).
+    /// exist. `--checker-only` measures the checker and the report alone (no Docker). Exit 0
+    /// measured, 2 bad input, 3 a figure could not be measured.
     Bench {
         /// Samples per fault figure.
         #[arg(long, default_value_t = 50)]
@@ -134,14 +138,16 @@ enum Command {
         json: bool,
     },
     /// Check the Docker engine, the address pool, the images, leftovers and tools; say what to fix.
+    /// Exit 0 everything is here, 1 something to fix.
     Doctor,
     /// Remove every container and network the harness ever labelled (all runs); with --images, the
-    /// images too.
+    /// images too. Exit 0 done, 3 Docker failed or could not be reached.
     Clean {
         #[arg(long)]
         images: bool,
     },
-    /// Container images the harness runs, built locally from this checkout (no registry).
+    /// Container images the harness runs, built locally from this checkout (no registry). Exit 0
+    /// done, 2 bad input, 3 a build failed or Docker could not be reached.
     Images {
         #[command(subcommand)]
         action: ImagesAction,
