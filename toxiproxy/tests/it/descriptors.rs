@@ -18,6 +18,14 @@ async fn call(c: &Client, method: &str, path: &str, body: Option<Value>) -> (u16
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
+/// Creates proxy `p` to `upstream`; returns where it listens.
+async fn echo_proxy(client: &Client, upstream: &str) -> String {
+    let body = json!({"name": "p", "listen": "127.0.0.1:0", "upstream": upstream});
+    let (status, p) = call(client, "POST", "/proxies", Some(body)).await;
+    assert_eq!(status, 201, "{p}");
+    p["listen"].as_str().unwrap().to_owned()
+}
+
 /// Whether the proxy closed `c` without a byte (refused) rather than carrying an echo.
 async fn refused(c: &mut TcpStream) -> bool {
     let _ = c.write_all(b"ping").await;
@@ -41,15 +49,7 @@ async fn links_past_the_pool_are_closed_at_once_and_their_places_come_back() {
     let server = tokio::spawn(leasequake_toxiproxy::api::serve(listener, collection, cancel.clone()));
     let client = Client::new(api);
     let (up, _stop) = echo().await;
-    let (status, p) = call(
-        &client,
-        "POST",
-        "/proxies",
-        Some(json!({"name": "p", "listen": "127.0.0.1:0", "upstream": up.to_string()})),
-    )
-    .await;
-    assert_eq!(status, 201, "{p}");
-    let listen = p["listen"].as_str().unwrap().to_owned();
+    let listen = echo_proxy(&client, &up.to_string()).await;
     let mut held = Vec::new();
     for _ in 0..3 {
         let mut c = TcpStream::connect(&listen).await.unwrap();
@@ -141,15 +141,7 @@ async fn the_real_server_answers_through_15_loop_attempts_and_more_links_than_it
         assert_eq!(status, 400, "upstream {host}:{port} (the API) was accepted: {err}");
     }
     let (up, _stop) = echo().await;
-    let (status, p) = call(
-        &client,
-        "POST",
-        "/proxies",
-        Some(json!({"name": "p", "listen": "127.0.0.1:0", "upstream": up.to_string()})),
-    )
-    .await;
-    assert_eq!(status, 201, "{p}");
-    let listen = p["listen"].as_str().unwrap().to_owned();
+    let listen = echo_proxy(&client, &up.to_string()).await;
     // 300 idle links, then 300 more: two descriptors each, past what 1024 allows after the
     // API's reserve. Before the pool, the server's accept failed with EMFILE and the API with it.
     let mut held = Vec::new();
